@@ -1,0 +1,139 @@
+"""RunConfig: validation messages that name the field, presets, overrides, hash, schema."""
+
+import json
+
+import pytest
+
+from workers.config import METHODS, RunConfig, apply_override, json_schema, load_config, resolve
+from workers.errors import ConfigError
+
+
+def test_defaults_validate_and_hash_is_stable():
+    a, b = RunConfig(), RunConfig()
+    assert a.config_hash() == b.config_hash()
+    assert len(a.config_hash()) == 64
+
+
+def test_hash_changes_with_any_knob():
+    assert resolve({"seed": 1}).config_hash() != resolve({"seed": 2}).config_hash()
+    assert resolve({"rollout": {"top_p": 0.9}}).config_hash() != RunConfig().config_hash()
+
+
+def test_canonical_json_sorts_keys_so_key_order_does_not_matter():
+    a = resolve({"seed": 3, "rollout": {"group_size": 4, "temperature": 0.7}})
+    b = resolve({"rollout": {"temperature": 0.7, "group_size": 4}, "seed": 3})
+    assert a.canonical_json() == b.canonical_json()
+
+
+def test_method_preset_sets_its_knobs_and_the_user_overrides_them():
+    cfg = resolve({"method": "dapo"})
+    assert cfg.objective.clip_high == 0.28 and cfg.filter.name == "dynamic-sampling"
+    cfg = resolve({"method": "dapo", "objective": {"clip_high": 0.3}})
+    assert cfg.objective.clip_high == 0.3
+    assert cfg.objective.aggregation == "token-mean"  # the rest of the preset stays
+
+
+def test_every_method_preset_resolves():
+    for name in METHODS:
+        assert resolve({"method": name}).method == name
+
+
+def test_unknown_method_lists_the_valid_ones():
+    with pytest.raises(ConfigError, match=r"method: unknown method 'ppo'; valid: dapo, dr-grpo, grpo"):
+        resolve({"method": "ppo"})
+
+
+def test_unknown_knob_names_the_field_and_the_valid_knobs():
+    with pytest.raises(ConfigError) as err:
+        resolve({"rollout": {"groupsize": 4}})
+    assert "rollout.groupsize: unknown knob; valid: " in str(err.value)
+    assert "group_size" in str(err.value)
+
+
+def test_unknown_section_is_rejected():
+    with pytest.raises(ConfigError, match="trainer: unknown knob"):
+        resolve({"trainer": {}})
+
+
+def test_group_size_below_two_is_rejected():
+    with pytest.raises(ConfigError, match=r"rollout.group_size: .*greater than or equal to 2 \(got 1\)"):
+        resolve({"rollout": {"group_size": 1}})
+
+
+def test_negative_learning_rate_is_rejected():
+    with pytest.raises(ConfigError, match=r"optimizer.lr: .*greater than 0 \(got -0.1\)"):
+        resolve({"optimizer": {"lr": -0.1}})
+
+
+def test_unknown_stage_component_lists_the_valid_names():
+    with pytest.raises(ConfigError, match=r"unknown advantage estimator 'mean'; valid: group-mean, group-median"):
+        resolve({"advantage": {"name": "mean"}})
+
+
+def test_unknown_reward_function_is_rejected():
+    with pytest.raises(ConfigError, match=r"reward.weights: .*unknown reward function 'speed'"):
+        resolve({"reward": {"weights": {"speed": 1.0}}})
+
+
+def test_file_task_needs_a_path():
+    with pytest.raises(ConfigError, match="task: .*needs task.path"):
+        resolve({"task": {"name": "jsonl"}})
+
+
+def test_heads_must_divide_width():
+    with pytest.raises(ConfigError, match=r"model: heads \(3\) must divide hidden_size \(128\)"):
+        resolve({"model": {"heads": 3}})
+
+
+def test_override_parses_values_as_yaml():
+    raw = {}
+    apply_override(raw, "seed=7")
+    apply_override(raw, "optimizer.lr=1e-4")
+    apply_override(raw, "schedule.save_final=false")
+    apply_override(raw, "reward.weights.format=0.5")
+    cfg = resolve(raw)
+    assert cfg.seed == 7 and cfg.optimizer.lr == 1e-4 and cfg.schedule.save_final is False
+    assert cfg.reward.weights == {"correct": 1.0, "format": 0.5} or cfg.reward.weights == {"format": 0.5}
+
+
+def test_override_without_equals_is_an_error():
+    with pytest.raises(ConfigError, match="--set expects key.path=value"):
+        apply_override({}, "seed")
+
+
+def test_load_config_applies_file_then_overrides(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("method: rloo\nseed: 3\nrollout:\n  group_size: 4\n")
+    cfg = load_config(path, ["seed=9"])
+    assert cfg.seed == 9 and cfg.rollout.group_size == 4 and cfg.advantage.name == "leave-one-out"
+
+
+def test_malformed_yaml_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("seed: 1\nrollout:\n  group_size: [4\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml:\d+: not valid YAML"):
+        load_config(path)
+
+
+def test_missing_config_file_is_named(tmp_path):
+    with pytest.raises(ConfigError, match="nope.yaml: no such config file"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_json_schema_has_descriptions_and_methods():
+    schema = json_schema()
+    json.dumps(schema)  # serialisable
+    rollout = schema["$defs"]["RolloutConfig"]["properties"]
+    assert rollout["group_size"]["minimum"] == 2
+    assert rollout["group_size"]["description"]
+    assert set(schema["x-methods"]) == set(METHODS)
+
+
+def test_every_field_has_a_description():
+    """The descriptions are the launch form's help text: none may be missing."""
+    for name, section in RunConfig.model_fields.items():
+        assert section.description, name
+        model = section.annotation
+        if isinstance(model, type) and hasattr(model, "model_fields"):
+            for knob, field in model.model_fields.items():
+                assert field.description, f"{name}.{knob}"

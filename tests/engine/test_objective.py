@@ -1,0 +1,111 @@
+"""Objectives and aggregations against plain-loop references."""
+
+import math
+
+import pytest
+import torch
+
+from workers.config import resolve
+from workers.pipeline.objective import OBJECTIVES, aggregator
+from workers.pipeline.stages import LossInputs
+
+gen = torch.Generator().manual_seed(0)
+OLD = -torch.rand(3, 5, generator=gen)  # (B, T)
+NEW = OLD + 0.4 * (torch.rand(3, 5, generator=gen) - 0.5)
+MASK = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]], dtype=torch.float)
+ADV = torch.tensor([1.0, -0.5, 2.0])
+
+
+def objective(name, **knobs):
+    cfg = resolve({"objective": {"name": name, **knobs}})
+    return OBJECTIVES.get(name)(cfg)
+
+
+def inputs(new, how="sequence-mean", mask=MASK, adv=ADV):
+    return LossInputs(new, OLD, adv, mask, aggregator(how, mask, max_new_tokens=5))
+
+
+def test_token_clip_matches_a_plain_loop_with_asymmetric_clipping():
+    out = objective("token-clip", clip_low=0.1, clip_high=0.15)(inputs(NEW, "token-mean"))
+    total, count = 0.0, 0
+    for b in range(3):
+        for t in range(5):
+            if MASK[b, t]:
+                ratio = math.exp(NEW[b, t] - OLD[b, t])
+                a = ADV[b].item()
+                total += -min(ratio * a, min(max(ratio, 0.9), 1.15) * a)
+                count += 1
+    assert out.loss.item() == pytest.approx(total / count, rel=1e-5)
+
+
+def test_token_clip_on_policy_gradient_is_the_policy_gradient():
+    new = OLD.clone().requires_grad_(True)
+    objective("token-clip")(inputs(new, "token-mean")).loss.backward()
+    expected = -ADV[:, None] * MASK / MASK.sum()
+    torch.testing.assert_close(new.grad, expected)
+
+
+def test_clip_higher_lets_positive_advantages_rise_further():
+    new = OLD + 0.2  # every ratio is e^0.2 = 1.22
+    symmetric = objective("token-clip", clip_low=0.2, clip_high=0.2)(inputs(new, "token-mean", adv=ADV.abs()))
+    higher = objective("token-clip", clip_low=0.2, clip_high=0.28)(inputs(new, "token-mean", adv=ADV.abs()))
+    assert symmetric.stats["policy/clip_ratio/high"] == 1.0
+    assert higher.stats["policy/clip_ratio/high"] == 0.0
+    assert higher.loss < symmetric.loss
+
+
+def test_sequence_clip_uses_one_ratio_per_sequence():
+    """Moving log-probability between tokens of a sequence leaves GSPO's loss unchanged;
+    the token-level loss notices."""
+    shifted = NEW.clone()
+    shifted[1, 0] += 0.3
+    shifted[1, 1] -= 0.3
+    gspo = objective("sequence-clip", clip_low=0.2, clip_high=0.2)
+    token = objective("token-clip", clip_low=0.01, clip_high=0.01)
+    assert gspo(inputs(shifted)).loss.item() == pytest.approx(gspo(inputs(NEW)).loss.item(), abs=1e-6)
+    assert token(inputs(shifted)).loss.item() != pytest.approx(token(inputs(NEW)).loss.item(), abs=1e-6)
+
+
+def test_sequence_clip_matches_a_plain_loop():
+    low, high = 0.05, 0.08
+    out = objective("sequence-clip", clip_low=low, clip_high=high)(inputs(NEW))
+    losses = []
+    for b in range(3):
+        tokens = [t for t in range(5) if MASK[b, t]]
+        ratio = math.exp(sum(NEW[b, t] - OLD[b, t] for t in tokens) / len(tokens))
+        a = ADV[b].item()
+        losses.append(-min(ratio * a, min(max(ratio, 1 - low), 1 + high) * a))
+    assert out.loss.item() == pytest.approx(sum(losses) / 3, rel=1e-5)
+
+
+def test_sequence_clip_gradient_is_shared_by_the_tokens_of_a_sequence():
+    new = OLD.clone().requires_grad_(True)  # on-policy: ratio 1, nothing clipped
+    objective("sequence-clip")(inputs(new)).loss.backward()
+    for b in range(3):
+        grads = new.grad[b][MASK[b] > 0]
+        torch.testing.assert_close(grads, torch.full_like(grads, grads[0].item()))
+
+
+VALUES = torch.arange(15, dtype=torch.float).view(3, 5)
+
+
+def test_sequence_mean_aggregation():
+    expected = ((0 + 1 + 2) / 3 + (5 + 6 + 7 + 8 + 9) / 5 + 10 / 1) / 3
+    assert aggregator("sequence-mean", MASK, 5)(VALUES).item() == pytest.approx(expected)
+
+
+def test_token_mean_aggregation():
+    expected = (0 + 1 + 2 + 5 + 6 + 7 + 8 + 9 + 10) / 9
+    assert aggregator("token-mean", MASK, 5)(VALUES).item() == pytest.approx(expected)
+
+
+def test_constant_aggregation_divides_by_completions_times_max_length():
+    expected = (0 + 1 + 2 + 5 + 6 + 7 + 8 + 9 + 10) / (3 * 5)
+    assert aggregator("constant", MASK, 5)(VALUES).item() == pytest.approx(expected)
+
+
+def test_rows_left_out_count_in_no_denominator():
+    mask = MASK.clone()
+    mask[1] = 0  # a pivot
+    expected = ((0 + 1 + 2) / 3 + 10) / 2
+    assert aggregator("sequence-mean", mask, 5)(VALUES).item() == pytest.approx(expected)

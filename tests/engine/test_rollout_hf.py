@@ -1,0 +1,89 @@
+"""The hf rollout backend: grouping, masks, log-probabilities, sampling knobs, determinism."""
+
+import pytest
+import torch
+
+from tests.conftest import small_config
+from workers.models import load_policy
+from workers.rollout import SamplingParams
+from workers.rollout.hf import HFBackend, finish, restrict
+from workers.tasks import build_task
+
+
+@pytest.fixture(scope="module")
+def policy():
+    cfg = small_config(model={"warmup_steps": 0})  # random weights: long, varied completions
+    return load_policy(cfg, build_task(cfg), torch.device("cpu"))
+
+
+PROMPTS = ["1+2=", "12+7-3=", "9="]
+
+
+def encoded(policy):
+    return [policy.encode_prompt(p) for p in PROMPTS]
+
+
+def teacher_forced_logprobs(policy, prompt, tokens, temperature):
+    """log pi(token_t | prompt, tokens_<t) from one full forward pass, no cache, no padding."""
+    ids = torch.tensor([prompt + tokens])
+    with torch.no_grad():
+        logits = policy.model(input_ids=ids).logits[0, len(prompt) - 1 : -1]
+    return torch.log_softmax(logits / temperature, -1).gather(-1, torch.tensor(tokens)[:, None])[:, 0]
+
+
+def test_each_group_is_conditioned_on_its_own_prompt_and_logprobs_match_a_full_forward(policy):
+    out = HFBackend(policy).generate(encoded(policy), 3, SamplingParams(6, 1.0), torch.Generator().manual_seed(0))
+    assert out.tokens.shape[0] == 9 and out.tokens.shape == out.logprobs.shape == out.mask.shape
+    for row in range(9):
+        prompt = encoded(policy)[row // 3]
+        length = int(out.lengths[row])
+        expected = teacher_forced_logprobs(policy, prompt, out.tokens[row, :length].tolist(), 1.0)
+        torch.testing.assert_close(out.logprobs[row, :length], expected, atol=1e-4, rtol=1e-4)
+        assert (out.logprobs[row, length:] == 0).all()
+
+
+def test_greedy_is_the_argmax_and_top_k_one_is_greedy(policy):
+    backend, gen = HFBackend(policy), torch.Generator().manual_seed(0)
+    greedy = backend.generate(encoded(policy), 1, SamplingParams(5, 0.0), gen)
+    top1 = backend.generate(encoded(policy), 1, SamplingParams(5, 1.0, top_k=1), gen)
+    assert torch.equal(greedy.tokens, top1.tokens)
+    prompt, first = encoded(policy)[0], int(greedy.tokens[0, 0])
+    with torch.no_grad():
+        logits = policy.model(input_ids=torch.tensor([prompt])).logits[0, -1]
+    assert first == int(logits.argmax())
+
+
+def test_same_generator_seed_same_samples_other_seed_other_samples(policy):
+    backend, params = HFBackend(policy), SamplingParams(6, 1.0)
+    a = backend.generate(encoded(policy), 4, params, torch.Generator().manual_seed(1))
+    b = backend.generate(encoded(policy), 4, params, torch.Generator().manual_seed(1))
+    c = backend.generate(encoded(policy), 4, params, torch.Generator().manual_seed(2))
+    assert torch.equal(a.tokens, b.tokens) and torch.equal(a.logprobs, b.logprobs)
+    assert not torch.equal(a.tokens, c.tokens)
+
+
+def test_top_k_samples_only_the_k_likeliest_tokens(policy):
+    out = HFBackend(policy).generate(
+        encoded(policy)[:1], 64, SamplingParams(1, 1.0, top_k=3), torch.Generator().manual_seed(0)
+    )
+    with torch.no_grad():
+        logits = policy.model(input_ids=torch.tensor([encoded(policy)[0]])).logits[0, -1]
+    assert set(out.tokens[:, 0].tolist()) <= set(logits.topk(3).indices.tolist())
+
+
+def test_top_p_keeps_the_smallest_set_reaching_the_mass():
+    probs = torch.tensor([[0.5, 0.3, 0.15, 0.05]])
+    kept = restrict(probs.log(), top_k=0, top_p=0.7).isfinite()
+    assert kept.tolist() == [[True, True, False, False]]
+    kept = restrict(probs.log(), top_k=0, top_p=0.5).isfinite()
+    assert kept.tolist() == [[True, False, False, False]]
+
+
+def test_masks_end_at_the_first_end_of_sequence_token():
+    eos = 2
+    tokens = torch.tensor([[5, 6, eos, 0, 0], [5, eos, 0, 0, 0], [5, 6, 7, 8, 9]])
+    out = finish(tokens, torch.full((3, 5), -1.0), eos)
+    assert out.mask.tolist() == [[1, 1, 1, 0, 0], [1, 1, 0, 0, 0], [1, 1, 1, 1, 1]]
+    assert out.truncated.tolist() == [False, False, True]
+    assert out.lengths.tolist() == [3, 2, 5]
+    assert out.logprobs[0].tolist() == [-1, -1, -1, 0, 0]

@@ -1,0 +1,454 @@
+"""RunConfig: the one declarative, validated description of a training run.
+
+It is the seam between the web side and the worker: JSON in Postgres, YAML on
+disk, and its JSON Schema drives the launch form, so the `description` of every
+field below is also the help text a user reads in the browser.
+
+    cfg = load_config("examples/grpo-arith.yaml", overrides=["seed=7"])
+    cfg.config_hash()   # sha256 of the canonical JSON
+
+A *method* is a named preset (a partial RunConfig, see METHODS); the file or
+the overrides may change any knob it sets. Resolution order, last wins:
+defaults < method preset < YAML file < --set overrides.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from workers.errors import ConfigError
+
+
+class Section(BaseModel):
+    """Base of every config section: unknown keys are errors, not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ModelConfig(Section):
+    name: str = Field(
+        "tiny",
+        description="'tiny' for the built-in model, or the path of a local directory holding a "
+        "Hugging Face causal LM and its tokenizer (as written by save_pretrained). "
+        "Nothing is downloaded.",
+    )
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32", description="Parameter dtype of the policy. float32 is required for bit-identical CPU runs."
+    )
+    hidden_size: int = Field(128, ge=16, le=2048, description="tiny only: width of the network.")
+    layers: int = Field(4, ge=1, le=48, description="tiny only: number of transformer blocks.")
+    heads: int = Field(4, ge=1, le=64, description="tiny only: attention heads (must divide hidden_size).")
+    init_seed: int = Field(
+        0,
+        ge=0,
+        description="tiny only: seed of the initial weights and of the warm-start phase. Kept apart "
+        "from the run seed so that runs with different seeds start from the same model.",
+    )
+    warmup_steps: int = Field(
+        400, ge=0, description="tiny only: supervised warm-start steps on the task's easier slice (0 = random init)."
+    )
+    warmup_lr: float = Field(3e-3, gt=0, description="tiny only: learning rate of the warm-start phase.")
+    warmup_batch_size: int = Field(64, ge=1, description="tiny only: examples per warm-start step.")
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> ModelConfig:
+        if self.hidden_size % self.heads:
+            raise ValueError(f"heads ({self.heads}) must divide hidden_size ({self.hidden_size})")
+        return self
+
+
+class TaskConfig(Section):
+    name: Literal["arith", "countdown", "jsonl", "parquet"] = Field(
+        "arith",
+        description="arith: integer expressions; countdown: reach a target from given numbers; "
+        "jsonl/parquet: question/answer files with GSM8K '#### 42' or \\boxed{42} answers.",
+    )
+    digits: int = Field(2, ge=1, le=6, description="arith/countdown: the most digits an operand may have.")
+    operands: int = Field(2, ge=2, le=6, description="arith: operands per expression; countdown: numbers given.")
+    operators: str = Field("+-*", description="arith/countdown: the operators that may appear, from '+-*'.")
+    warmup_digits: int = Field(
+        1,
+        ge=1,
+        le=6,
+        description="arith/countdown: the easier slice the tiny model is warm-started on draws operands "
+        "of at most this many digits; a share of full-difficulty problems is mixed in.",
+    )
+    warmup_operands: int = Field(
+        2, ge=2, le=6, description="arith/countdown: operands (numbers) per problem in the easier slice."
+    )
+    warmup_full_share: float = Field(
+        0.25,
+        ge=0,
+        le=1,
+        description="arith/countdown: share of full-difficulty problems in the warm-start data.",
+    )
+    path: str | None = Field(None, description="jsonl/parquet: the training file.")
+    eval_path: str | None = Field(
+        None, description="jsonl/parquet: a held-out file; without one, eval.size examples of `path` are held out."
+    )
+    question_field: str = Field("question", description="jsonl/parquet: the field holding the question.")
+    answer_field: str = Field("answer", description="jsonl/parquet: the field holding the answer.")
+
+    @field_validator("operators")
+    def _known_operators(cls, ops: str) -> str:
+        if not ops or set(ops) - set("+-*"):
+            raise ValueError(f"'{ops}' must be a non-empty subset of '+-*'")
+        return "".join(sorted(set(ops), key="+-*".index))
+
+    @model_validator(mode="after")
+    def _file_tasks_need_a_path(self) -> TaskConfig:
+        if self.name in ("jsonl", "parquet") and not self.path:
+            raise ValueError(f"task '{self.name}' needs task.path, the dataset file")
+        return self
+
+
+class RewardConfig(Section):
+    weights: dict[str, float] = Field(
+        default_factory=lambda: {"correct": 1.0},
+        description="Reward functions and their weights; the reward is the weighted sum, and each "
+        "function is logged as reward/<name>/mean. Names: correct, format, length, overlong.",
+    )
+    overlong_buffer: int = Field(
+        4,
+        ge=1,
+        description="overlong: completions within this many tokens of max_new_tokens are penalised "
+        "linearly, down to -1 at the limit (DAPO's soft overlong punishment).",
+    )
+
+    @field_validator("weights")
+    def _known_rewards(cls, weights: dict[str, float]) -> dict[str, float]:
+        from workers.tasks.rewards import REWARDS
+
+        if not weights:
+            raise ValueError("at least one reward function is needed")
+        for name in weights:
+            if name not in REWARDS:
+                raise ValueError(f"unknown reward function '{name}'; valid: {', '.join(REWARDS.names())}")
+        return weights
+
+
+class RolloutConfig(Section):
+    backend: Literal["hf"] = Field("hf", description="hf: batched sampling with a KV cache on torch, CPU or CUDA.")
+    group_size: int = Field(8, ge=2, description="G: completions sampled per prompt (at least 2 for a group baseline).")
+    prompts_per_step: int = Field(16, ge=1, description="Prompts whose groups make one training batch.")
+    max_new_tokens: int = Field(8, ge=1, le=4096, description="Longest completion, in tokens.")
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature of training rollouts.")
+    top_p: float = Field(
+        1.0, gt=0, le=1, description="Nucleus sampling: keep the smallest set of tokens with this mass."
+    )
+    top_k: int = Field(0, ge=0, description="Keep only the k likeliest tokens (0 = all).")
+
+
+class StageConfig(Section):
+    """A pipeline stage: the component's name plus the knobs the components of that stage read."""
+
+    name: str
+
+
+class GenerateConfig(StageConfig):
+    name: str = Field("iid", description="iid: G independent samples per prompt; pivot: G+1, for a median baseline.")
+
+
+class FilterConfig(StageConfig):
+    name: str = Field(
+        "none",
+        description="none: keep every group; dynamic-sampling: drop groups whose rewards are all equal "
+        "and sample more prompts until the batch is full (DAPO).",
+    )
+    max_rounds: int = Field(
+        4, ge=1, description="dynamic-sampling: most generation rounds per step before training on what was kept."
+    )
+
+
+class ControlConfig(StageConfig):
+    name: str = Field("fixed", description="fixed: every step uses the rollout section's budget.")
+
+
+class ReplayConfig(StageConfig):
+    name: str = Field("none", description="none: every batch is fresh.")
+
+
+class AdvantageConfig(StageConfig):
+    name: str = Field(
+        "group-mean",
+        description="group-mean: reward minus the group mean (GRPO); leave-one-out: minus the mean of the "
+        "others (RLOO); group-median: minus the group median, the median sample left out (MC-GRPO).",
+    )
+    scale: Literal["std", "none"] = Field(
+        "std", description="std: divide by the group's standard deviation (GRPO); none: do not (Dr. GRPO)."
+    )
+    eps: float = Field(1e-4, gt=0, description="Added to the standard deviation before dividing.")
+
+
+class ObjectiveConfig(StageConfig):
+    name: str = Field(
+        "token-clip",
+        description="token-clip: PPO clipped surrogate per token (GRPO, DAPO); "
+        "sequence-clip: one length-normalised ratio per sequence, clipped per sequence (GSPO).",
+    )
+    clip_low: float = Field(0.2, gt=0, lt=1, description="Ratio clipped below at 1 - clip_low.")
+    clip_high: float = Field(
+        0.2, gt=0, description="Ratio clipped above at 1 + clip_high (DAPO's clip-higher raises it)."
+    )
+    aggregation: Literal["sequence-mean", "token-mean", "constant"] = Field(
+        "sequence-mean",
+        description="How token losses become one number: sequence-mean averages each completion's tokens "
+        "then the completions (GRPO); token-mean averages all tokens of the batch (DAPO); constant sums "
+        "tokens and divides by completions x max_new_tokens (Dr. GRPO).",
+    )
+    kl_coef: float = Field(
+        0.0, ge=0, description="Weight of the KL penalty to the frozen initial policy (k3 estimator)."
+    )
+    entropy_coef: float = Field(0.0, ge=0, description="Weight of the entropy bonus.")
+
+
+class OptimizerConfig(Section):
+    lr: float = Field(1e-3, gt=0, description="AdamW learning rate.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    beta1: float = Field(0.9, ge=0, lt=1, description="AdamW beta1.")
+    beta2: float = Field(0.99, ge=0, lt=1, description="AdamW beta2.")
+    grad_clip: float = Field(1.0, ge=0, description="Clip the gradient's global norm to this (0 = no clipping).")
+    warmup_steps: int = Field(0, ge=0, description="Linear learning-rate warm-up, in optimizer steps.")
+    schedule: Literal["constant", "cosine"] = Field("constant", description="Learning rate after the warm-up.")
+
+
+class ScheduleConfig(Section):
+    steps: int = Field(100, ge=1, description="RL steps (one batch of rollouts each).")
+    time_limit_s: float | None = Field(None, gt=0, description="Stop after this many seconds of training, if set.")
+    updates_per_batch: int = Field(
+        1, ge=1, description="Passes over each batch (mu in GRPO; >1 makes the update off-policy)."
+    )
+    minibatches: int = Field(1, ge=1, description="Optimizer steps per pass: the batch is split into this many.")
+    samples_per_step: int = Field(16, ge=0, description="Rollout samples recorded per step for the sample inspector.")
+    save_every: int = Field(0, ge=0, description="Save a checkpoint every N steps (0 = only at the end).")
+    save_final: bool = Field(True, description="Save a checkpoint when training ends.")
+
+
+class EvalConfig(Section):
+    every: int = Field(
+        10, ge=0, description="Evaluate every N steps, and before the first and after the last (0 = never)."
+    )
+    size: int = Field(200, ge=1, description="Held-out prompts evaluated.")
+    k: int = Field(8, ge=1, description="Samples per prompt for eval/pass@k and eval/maj@k.")
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature of the k samples (pass@1 is greedy).")
+
+
+class ResourcesConfig(Section):
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: CUDA when a GPU is visible, else CPU.")
+    threads: int = Field(2, ge=1, description="CPU threads torch may use (fixed, so CPU runs are bit-identical).")
+    gpus: int = Field(0, ge=0, description="GPUs the run needs; >0 routes it to the gpu queue.")
+    nodes: int = Field(1, ge=1, description="Machines the run spans (more than 1 places actors with Ray).")
+
+
+class RunConfig(Section):
+    method: str | None = Field(None, description="The method preset this config started from (see `methods`).")
+    seed: int = Field(0, ge=0, description="Seeds Python, NumPy and torch, the data order and the sampling.")
+    model: ModelConfig = Field(
+        default_factory=ModelConfig, description="The policy network: the built-in tiny model or a local directory."
+    )
+    task: TaskConfig = Field(
+        default_factory=TaskConfig, description="Where prompts come from and how completions are verified."
+    )
+    reward: RewardConfig = Field(default_factory=RewardConfig, description="The reward functions and their weights.")
+    rollout: RolloutConfig = Field(
+        default_factory=RolloutConfig, description="How one completion is sampled, and how many per step."
+    )
+    generate: GenerateConfig = Field(
+        default_factory=GenerateConfig, description="Pipeline stage 1: how candidates are produced."
+    )
+    filter: FilterConfig = Field(default_factory=FilterConfig, description="Pipeline stage 2: which groups count.")
+    control: ControlConfig = Field(
+        default_factory=ControlConfig, description="Pipeline stage 3: where the rollout budget goes."
+    )
+    replay: ReplayConfig = Field(default_factory=ReplayConfig, description="Pipeline stage 4: what is kept and reused.")
+    advantage: AdvantageConfig = Field(
+        default_factory=AdvantageConfig, description="The baseline and scale of each sample's advantage."
+    )
+    objective: ObjectiveConfig = Field(
+        default_factory=ObjectiveConfig, description="The policy loss, KL penalty and entropy bonus."
+    )
+    optimizer: OptimizerConfig = Field(
+        default_factory=OptimizerConfig, description="AdamW and its learning-rate schedule."
+    )
+    schedule: ScheduleConfig = Field(
+        default_factory=ScheduleConfig, description="How long to train and how each batch is used."
+    )
+    eval: EvalConfig = Field(
+        default_factory=EvalConfig, description="Held-out evaluation: pass@1 (greedy), pass@k, maj@k."
+    )
+    resources: ResourcesConfig = Field(default_factory=ResourcesConfig, description="Where the run executes.")
+
+    @model_validator(mode="after")
+    def _stage_components_exist(self) -> RunConfig:
+        from workers.pipeline import STAGES
+
+        for stage, registry in STAGES.items():
+            name = getattr(self, stage).name
+            if name not in registry:
+                raise ValueError(
+                    f"{stage}.name: unknown {registry.kind} '{name}'; valid: {', '.join(registry.names())}"
+                )
+        return self
+
+    def canonical_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+    def config_hash(self) -> str:
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+
+    def queue(self) -> str:
+        """The Celery queue whose workers have what this run needs."""
+        return "gpu" if self.resources.gpus > 0 else "cpu"
+
+
+# --------------------------------------------------------------------------- methods
+# A method is a partial RunConfig: only the knobs its paper changes. Everything
+# else stays at the defaults above, so two methods differ exactly where their
+# papers say they do.
+
+METHODS: dict[str, tuple[str, dict[str, Any]]] = {
+    "grpo": (
+        "Group mean/std-normalised advantage, PPO token clip, per-sequence length normalisation (DeepSeekMath).",
+        {},
+    ),
+    "dr-grpo": (
+        "GRPO without the std scaling and without per-sequence length normalisation (Understanding R1-Zero).",
+        {"advantage": {"scale": "none"}, "objective": {"aggregation": "constant"}},
+    ),
+    "dapo": (
+        "Clip-higher, dynamic sampling of non-degenerate groups, token-level loss, soft overlong penalty (DAPO).",
+        {
+            "objective": {"clip_low": 0.2, "clip_high": 0.28, "aggregation": "token-mean"},
+            "filter": {"name": "dynamic-sampling"},
+            "reward": {"weights": {"correct": 1.0, "overlong": 1.0}},
+        },
+    ),
+    "rloo": (
+        "Leave-one-out baseline: each sample is compared with the mean of the others (Back to Basics, RLOO).",
+        {"advantage": {"name": "leave-one-out", "scale": "none"}},
+    ),
+    "mc-grpo": (
+        "G+1 samples, median baseline; the median (pivot) sample is left out of the loss (MC-GRPO).",
+        {"generate": {"name": "pivot"}, "advantage": {"name": "group-median"}},
+    ),
+    "gspo": (
+        "Sequence-level importance ratio, clipped per sequence with a narrow range (GSPO).",
+        {"objective": {"name": "sequence-clip", "clip_low": 3e-4, "clip_high": 4e-4}},
+    ),
+}
+
+
+def method_names() -> list[str]:
+    return sorted(METHODS)
+
+
+def deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """Return base with update laid over it; nested dicts merge, everything else replaces."""
+    merged = copy.deepcopy(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def apply_override(raw: dict[str, Any], assignment: str) -> None:
+    """Apply one `key.path=value` override in place; the value is read as YAML (7, true, 1e-3, [a, b])."""
+    key, sep, text = assignment.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"--set expects key.path=value, got '{assignment}'")
+    try:
+        value = yaml.safe_load(text) if text.strip() else ""
+    except yaml.YAMLError:
+        value = text
+    parts = key.strip().split(".")
+    node = raw
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"--set {key}: '{part}' is not a section")
+        node = child
+    node[parts[-1]] = value
+
+
+def resolve(raw: dict[str, Any]) -> RunConfig:
+    """Lay the user's dict over its method's preset and validate the result."""
+    if not isinstance(raw, dict):
+        raise ConfigError("a run config must be a mapping of sections to knobs")
+    method = raw.get("method")
+    if method is not None:
+        if method not in METHODS:
+            raise ConfigError(f"method: unknown method '{method}'; valid: {', '.join(method_names())}")
+        raw = deep_merge(METHODS[method][1], raw)
+    try:
+        return RunConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc)) from None
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] = (), base: dict | None = None) -> RunConfig:
+    """Read a YAML run config (or start from `base`), apply --set overrides, resolve and validate."""
+    raw: dict[str, Any] = copy.deepcopy(base) if base else {}
+    if path is not None:
+        raw = deep_merge(raw, read_yaml(Path(path)))
+    for assignment in overrides:
+        apply_override(raw, assignment)
+    return resolve(raw)
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such config file")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise ConfigError(f"{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a run config must be a mapping of sections to knobs")
+    return data
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """One line per problem, each naming the field: 'rollout.group_size: ... (got 1)'."""
+    lines = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            lines.append(f"{where}: unknown knob; valid: {', '.join(_valid_keys(err['loc']))}")
+            continue
+        message = err["msg"].removeprefix("Value error, ")
+        got = err.get("input")
+        shown = "" if isinstance(got, dict) or got is None else f" (got {got!r})"
+        lines.append(f"{where}: {message}{shown}" if where else message)
+    return "\n".join(lines)
+
+
+def _valid_keys(loc: tuple) -> list[str]:
+    """The knobs of the section that holds the unknown key at `loc`."""
+    model: type[BaseModel] = RunConfig
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part))
+        annotation = field.annotation if field else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            break
+        model = annotation
+    return sorted(model.model_fields)
+
+
+def json_schema() -> dict[str, Any]:
+    """RunConfig's JSON Schema, with the method presets listed for the launch form."""
+    schema = RunConfig.model_json_schema()
+    schema["x-methods"] = {name: {"description": d, "preset": p} for name, (d, p) in METHODS.items()}
+    return schema

@@ -1,0 +1,17 @@
+"""Errors that are the user's to fix: the CLI prints them in one line and exits 2."""
+
+
+class UserError(Exception):
+    """Bad input: a config knob, a dataset file, a command-line argument.
+
+    The message names what is wrong (the field, or the file and line) and is
+    shown as it is, without a traceback.
+    """
+
+
+class ConfigError(UserError):
+    """A RunConfig that does not validate, or an override that names no knob."""
+
+
+class DatasetError(UserError):
+    """A dataset file that is missing or malformed."""

@@ -1,0 +1,65 @@
+"""Generate stage: how the candidate completions of a step are produced."""
+
+from __future__ import annotations
+
+from workers.pipeline.batch import RolloutBatch
+from workers.pipeline.stages import Budget, StageContext
+from workers.registry import Registry
+from workers.rollout import SamplingParams
+from workers.tasks import Example
+
+GENERATORS: Registry[type] = Registry("generate component")
+
+
+def sample_groups(ctx: StageContext, examples: list[Example], n: int, max_new_tokens: int) -> RolloutBatch:
+    """n samples per example from the backend, decoded, as a RolloutBatch of len(examples) groups."""
+    prompt_ids = [ctx.policy.encode_prompt(e.prompt) for e in examples]
+    params = SamplingParams(max_new_tokens, ctx.temperature, ctx.top_p, ctx.top_k)
+    out = ctx.backend.generate(prompt_ids, n, params, ctx.generator)
+    texts = ctx.policy.decode_completions(out)
+    return RolloutBatch(
+        examples=list(examples),
+        group_size=n,
+        prompt_ids=prompt_ids,
+        tokens=out.tokens,
+        logprobs=out.logprobs,
+        mask=out.mask,
+        truncated=out.truncated,
+        texts=texts,
+        born_step=ctx.step,
+        notes=[{} for _ in texts],
+    )
+
+
+@GENERATORS.register("iid")
+class IndependentGroups:
+    """G independent samples per prompt (GRPO: Shao et al. 2024, DeepSeekMath, sec. 4.1).
+
+    Knobs: rollout.group_size (G), rollout.max_new_tokens, sampling temperature/top_p/top_k.
+    """
+
+    def __init__(self, cfg):
+        pass
+
+    def __call__(self, ctx: StageContext, examples: list[Example], budget: Budget) -> RolloutBatch:
+        batch = sample_groups(ctx, examples, budget.group_size, budget.max_new_tokens)
+        batch.note("generate", f"sampled 1 of {budget.group_size}")
+        return batch
+
+
+@GENERATORS.register("pivot")
+class PivotGroups:
+    """G+1 samples per prompt, so an odd group has one exact median (MC-GRPO: Kim 2026, sec. 3).
+
+    The extra sample is the median reference; the group-median advantage leaves
+    it out of the loss, so G samples per prompt still carry gradient.
+    Knobs: rollout.group_size (G; G+1 are drawn).
+    """
+
+    def __init__(self, cfg):
+        pass
+
+    def __call__(self, ctx: StageContext, examples: list[Example], budget: Budget) -> RolloutBatch:
+        batch = sample_groups(ctx, examples, budget.group_size + 1, budget.max_new_tokens)
+        batch.note("generate", f"sampled 1 of {budget.group_size}+1")
+        return batch

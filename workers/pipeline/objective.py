@@ -1,0 +1,100 @@
+"""Objective stage: the policy loss built from new and old log-probabilities and advantages.
+
+KL to the reference and the entropy bonus are added by the trainer for every
+objective alike (objective.kl_coef, objective.entropy_coef), using the same
+aggregation, so they are knobs of every method.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from workers.pipeline.stages import LossInputs, LossOutput
+from workers.registry import Registry
+
+OBJECTIVES: Registry[type] = Registry("objective")
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> float:
+    return float((values * mask).sum() / mask.sum().clamp(min=1))
+
+
+@OBJECTIVES.register("token-clip")
+class TokenClip:
+    """PPO's clipped surrogate per token (Schulman et al. 2017, eq. 7; GRPO: Shao et al. 2024, eq. 3).
+
+    L_t = -min(rho_t A, clip(rho_t, 1 - clip_low, 1 + clip_high) A), rho_t = pi(o_t) / pi_old(o_t).
+    DAPO's clip-higher (Yu et al. 2025, sec. 3.1) is clip_high > clip_low.
+    Shapes: logprobs (B, T), advantages (B,). Knobs: objective.clip_low, clip_high, aggregation.
+    """
+
+    def __init__(self, cfg):
+        self.low, self.high = cfg.objective.clip_low, cfg.objective.clip_high
+
+    def __call__(self, x: LossInputs) -> LossOutput:
+        ratio = torch.exp(x.logprobs - x.old_logprobs)  # (B, T)
+        advantage = x.advantages[:, None]  # (B, 1)
+        unclipped = ratio * advantage
+        clipped = ratio.clamp(1 - self.low, 1 + self.high) * advantage
+        loss = x.aggregate(-torch.minimum(unclipped, clipped))
+        with torch.no_grad():
+            low = ((ratio < 1 - self.low) & (advantage < 0)).float()
+            high = ((ratio > 1 + self.high) & (advantage > 0)).float()
+            stats = {
+                "policy/clip_ratio/low": masked_mean(low, x.mask),
+                "policy/clip_ratio/high": masked_mean(high, x.mask),
+            }
+        return LossOutput(loss=loss, stats=stats)
+
+
+@OBJECTIVES.register("sequence-clip")
+class SequenceClip:
+    """GSPO's sequence-level ratio, clipped per sequence (Zheng et al. 2025, eq. 5-7).
+
+    s_i = exp(mean_t(log pi(o_t) - log pi_old(o_t))), the length-normalised
+    sequence likelihood ratio; L_i = -min(s_i A_i, clip(s_i, 1 - clip_low,
+    1 + clip_high) A_i), averaged over sequences. Every token of a sequence
+    shares one ratio, so one sequence is clipped (or not) as a whole.
+    Shapes: logprobs (B, T) -> ratio (B,). Knobs: objective.clip_low, clip_high
+    (the paper uses 3e-4 and 4e-4).
+    """
+
+    def __init__(self, cfg):
+        self.low, self.high = cfg.objective.clip_low, cfg.objective.clip_high
+
+    def __call__(self, x: LossInputs) -> LossOutput:
+        lengths = x.mask.sum(-1)  # (B,)
+        in_loss = lengths > 0
+        log_ratio = ((x.logprobs - x.old_logprobs) * x.mask).sum(-1) / lengths.clamp(min=1)  # (B,)
+        ratio = torch.exp(log_ratio)
+        unclipped = ratio * x.advantages
+        clipped = ratio.clamp(1 - self.low, 1 + self.high) * x.advantages
+        per_sequence = -torch.minimum(unclipped, clipped)  # (B,)
+        loss = (per_sequence * in_loss).sum() / in_loss.sum().clamp(min=1)
+        with torch.no_grad():
+            weight = in_loss.float()
+            stats = {
+                "policy/clip_ratio/low": masked_mean(((ratio < 1 - self.low) & (x.advantages < 0)).float(), weight),
+                "policy/clip_ratio/high": masked_mean(((ratio > 1 + self.high) & (x.advantages > 0)).float(), weight),
+                "policy/sequence_ratio_mean": masked_mean(ratio, weight),
+            }
+        return LossOutput(loss=loss, stats=stats)
+
+
+def aggregator(how: str, mask: torch.Tensor, max_new_tokens: int):
+    """The function that turns per-token values (B, T) into the scalar loss, for objective.aggregation.
+
+    sequence-mean: mean over each completion's tokens, then over completions (GRPO, eq. 3);
+    token-mean: mean over all tokens of the batch (DAPO, eq. 12);
+    constant: sum over tokens / (completions x max_new_tokens) (Dr. GRPO, sec. 3.2).
+    Completions with an all-zero mask (left out of the loss) count in none of them.
+    """
+    sequences = (mask.sum(-1) > 0).sum().clamp(min=1)
+    if how == "sequence-mean":
+        per_sequence = mask.sum(-1).clamp(min=1)
+        return lambda values: ((values * mask).sum(-1) / per_sequence).sum() / sequences
+    if how == "token-mean":
+        return lambda values: (values * mask).sum() / mask.sum().clamp(min=1)
+    if how == "constant":
+        return lambda values: (values * mask).sum() / (sequences * max_new_tokens)
+    raise ValueError(f"unknown aggregation '{how}'")

@@ -1,0 +1,146 @@
+"""Seeding and the environment record of a run.
+
+    seed_everything(cfg.seed)                 # Python, NumPy, torch (CPU and CUDA)
+    settings = apply_determinism(device)      # deterministic kernels, recorded
+    record = capture_environment(cfg, ...)    # before the first step
+
+The record says what produced a result: code revision and uncommitted diff,
+Python and package versions, torch/CUDA/cuDNN/driver, devices, CPU, host, the
+relevant environment variables, seeds, config hash, dataset and initial-weight
+fingerprints, and the determinism settings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import platform as host_platform  # the standard-library module, aliased for clarity
+import random
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+RELEVANT_ENV = (
+    "CUDA_VISIBLE_DEVICES",
+    "CUBLAS_WORKSPACE_CONFIG",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "PYTHONHASHSEED",
+    "TOKENIZERS_PARALLELISM",
+    "NCCL_ALGO",
+    "ROLLOUTLAB_CACHE",
+)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)  # also seeds every CUDA device
+
+
+def apply_determinism(device: torch.device, threads: int) -> dict[str, object]:
+    """Ask torch for deterministic kernels and a fixed thread count; return what was set."""
+    if device.type == "cuda":
+        # cuBLAS needs a fixed workspace to be deterministic; it reads this at initialisation
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.deterministic = True
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.set_num_threads(threads)
+    return {
+        "torch.use_deterministic_algorithms": True,
+        "cudnn.deterministic": torch.backends.cudnn.deterministic,
+        "cudnn.benchmark": torch.backends.cudnn.benchmark,
+        "torch_threads": torch.get_num_threads(),
+        "bit_identical_expected": device.type == "cpu",
+    }
+
+
+def _git(*args: str, cwd: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def code_state() -> dict[str, object]:
+    """The revision of the checkout that holds this code, and any uncommitted change to it."""
+    root = Path(__file__).resolve().parent.parent
+    revision = _git("rev-parse", "HEAD", cwd=root)
+    if revision is None:
+        return {"revision": None, "dirty": None, "diff_sha256": None, "diff": None}
+    diff = _git("diff", "HEAD", "--binary", cwd=root) or ""
+    return {
+        "revision": revision.strip(),
+        "dirty": bool(diff),
+        "diff_sha256": hashlib.sha256(diff.encode()).hexdigest() if diff else None,
+        "diff": diff or None,
+    }
+
+
+def packages() -> dict[str, str]:
+    found = {}
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata["Name"]
+        if name:
+            found[name.lower()] = dist.version
+    return dict(sorted(found.items()))
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return host_platform.processor() or host_platform.machine()
+
+
+def gpu_state() -> dict[str, object]:
+    if not torch.cuda.is_available():
+        return {"cuda": torch.version.cuda, "cudnn": None, "driver": None, "devices": []}
+    driver = None
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+        driver = out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return {
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+        "driver": driver,
+        "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
+    }
+
+
+def capture_environment(cfg, *, dataset_fingerprint: str, weights_fingerprint: str, determinism: dict) -> dict:
+    """The reproducibility record of a run, taken before its first step."""
+    return {
+        "code": code_state(),
+        "python": sys.version,
+        "packages": packages(),
+        "torch": torch.__version__,
+        "gpu": gpu_state(),
+        "cpu": {"model": cpu_model(), "count": os.cpu_count()},
+        "host": socket.gethostname(),
+        "platform": host_platform.platform(),
+        "env": {name: os.environ[name] for name in RELEVANT_ENV if name in os.environ},
+        "seeds": {"run": cfg.seed, "model_init": cfg.model.init_seed},
+        "config": cfg.model_dump(mode="json"),
+        "config_hash": cfg.config_hash(),
+        "dataset_fingerprint": dataset_fingerprint,
+        "initial_weights_sha256": weights_fingerprint,
+        "determinism": determinism,
+    }

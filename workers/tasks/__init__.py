@@ -1,0 +1,91 @@
+"""Verifiable tasks: where prompts come from and how a completion is judged.
+
+A task yields training prompts, a fixed held-out evaluation split, and an
+easier slice for the tiny model's warm-start, and it verifies completions.
+Tasks are registered by name; `build_task(cfg)` is the only entry point.
+
+    task = build_task(cfg)                       # cfg: RunConfig
+    batch = task.train_batch(16, np.random.default_rng(0))
+    task.is_correct(batch[0], "46")
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+from workers.registry import Registry
+
+if TYPE_CHECKING:
+    from workers.config import RunConfig
+
+
+@dataclass(frozen=True)
+class Example:
+    """One prompt and what a correct completion must produce."""
+
+    prompt: str
+    answer: str  # the canonical answer (arith: "46"; countdown: the target; files: the number)
+    numbers: tuple[int, ...] = ()  # countdown only: the numbers the expression may use
+
+
+class Task(Protocol):
+    name: str
+
+    def train_batch(self, n: int, rng: np.random.Generator) -> list[Example]: ...
+
+    def eval_examples(self) -> list[Example]: ...
+
+    def warmup_pairs(self, n: int, rng: np.random.Generator) -> list[tuple[str, str]]:
+        """(prompt, target completion) pairs from the easier slice, for supervised warm-start."""
+        ...
+
+    def answer_key(self, example: Example, completion: str) -> str | None:
+        """The answer a completion commits to, normalised for majority voting; None if it gives none."""
+        ...
+
+    def is_correct(self, example: Example, completion: str) -> bool: ...
+
+    def format_ok(self, example: Example, completion: str) -> bool: ...
+
+    def fingerprint(self) -> str:
+        """sha256 identifying the data: the generator's knobs and held-out split, or the files' bytes."""
+        ...
+
+
+TASKS: Registry[type] = Registry("task")
+
+# Generated tasks hold out this many problems (or eval.size, if larger) from training, whatever
+# eval.size is, so the training stream and the warm-started model do not depend on eval.size;
+# evaluation uses the first eval.size of them.
+HELD_OUT = 500
+
+
+def held_out_size(eval_size: int, space: int) -> int:
+    """How many problems a generated task keeps out of training: HELD_OUT, at most half the problem space."""
+    if eval_size > space // 2:
+        from workers.errors import ConfigError
+
+        raise ConfigError(
+            f"eval.size: {eval_size} held-out problems would leave too few of the task's {space} for training"
+        )
+    return min(max(HELD_OUT, eval_size), space // 2)
+
+
+def build_task(cfg: RunConfig) -> Task:
+    """The task the config names, loaded and checked (file tasks raise DatasetError on bad files)."""
+    # import for registration: each module adds its task to TASKS
+    from workers.tasks import arith, countdown, qa_files  # noqa: F401
+
+    return TASKS.get(cfg.task.name)(cfg)
+
+
+def sha256_lines(lines) -> str:
+    digest = hashlib.sha256()
+    for line in lines:
+        digest.update(line.encode())
+        digest.update(b"\n")
+    return digest.hexdigest()

@@ -1,0 +1,89 @@
+"""`arith`: integer expressions such as `47-8*3=`; the completion is the exact result.
+
+Difficulty knobs: `task.digits` (most digits per operand), `task.operands` and
+`task.operators`. The held-out split is drawn from a fixed seed so every run of
+a config evaluates on the same problems, and training never samples them.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from workers.tasks import TASKS, Example, held_out_size, sha256_lines
+from workers.tasks.expressions import ParseError, parse
+
+_INTEGER = re.compile(r"^-?\d+$")
+EVAL_SEED = 1_000_003  # the held-out split's own seed, independent of the run's
+
+
+@TASKS.register("arith")
+class ArithTask:
+    """Integer +, -, x expressions with operator precedence; exact-match verifier."""
+
+    name = "arith"
+
+    def __init__(self, cfg):
+        self.digits, self.operands, self.operators = cfg.task.digits, cfg.task.operands, cfg.task.operators
+        self.warmup_digits = min(cfg.task.warmup_digits, self.digits)
+        self.warmup_operands = min(cfg.task.warmup_operands, self.operands)
+        self.warmup_full_share = cfg.task.warmup_full_share
+        rng = np.random.default_rng(EVAL_SEED)
+        held_out: dict[str, Example] = {}
+        space = (10**self.digits) ** self.operands * len(self.operators) ** (self.operands - 1)
+        size = held_out_size(cfg.eval.size, space)
+        for _ in range(size * 50):
+            if len(held_out) == size:
+                break
+            example = self.draw(rng, self.digits)
+            held_out.setdefault(example.prompt, example)
+        self._held_out_examples = list(held_out.values())
+        self._eval = self._held_out_examples[: cfg.eval.size]
+        self._held_out = set(held_out)
+
+    def draw(self, rng: np.random.Generator, digits: int, count: int | None = None) -> Example:
+        count = count or self.operands
+        operands = [int(rng.integers(0, 10**digits)) for _ in range(count)]
+        ops = [self.operators[int(rng.integers(len(self.operators)))] for _ in range(count - 1)]
+        text = str(operands[0]) + "".join(op + str(x) for op, x in zip(ops, operands[1:]))
+        return Example(prompt=f"{text}=", answer=str(int(parse(text).value)))
+
+    def _draw_training(self, rng: np.random.Generator, digits: int, count: int | None = None) -> Example:
+        while True:  # rejection keeps the held-out problems out of training
+            example = self.draw(rng, digits, count)
+            if example.prompt not in self._held_out:
+                return example
+
+    def train_batch(self, n: int, rng: np.random.Generator) -> list[Example]:
+        return [self._draw_training(rng, self.digits) for _ in range(n)]
+
+    def eval_examples(self) -> list[Example]:
+        return list(self._eval)
+
+    def warmup_pairs(self, n: int, rng: np.random.Generator) -> list[tuple[str, str]]:
+        pairs = []
+        for _ in range(n):
+            if rng.random() < self.warmup_full_share:
+                example = self._draw_training(rng, self.digits)
+            else:
+                example = self._draw_training(rng, self.warmup_digits, self.warmup_operands)
+            pairs.append((example.prompt, example.answer))
+        return pairs
+
+    def answer_key(self, example: Example, completion: str) -> str | None:
+        text = completion.strip()
+        return str(int(text)) if _INTEGER.match(text) else None
+
+    def is_correct(self, example: Example, completion: str) -> bool:
+        return self.answer_key(example, completion) == example.answer
+
+    def format_ok(self, example: Example, completion: str) -> bool:
+        return self.answer_key(example, completion) is not None
+
+    def fingerprint(self) -> str:
+        knobs = f"arith digits={self.digits} operands={self.operands} operators={self.operators}"
+        return sha256_lines([knobs, *(e.prompt + e.answer for e in self._held_out_examples)])
+
+
+__all__ = ["ArithTask", "ParseError"]

@@ -1,0 +1,167 @@
+"""`jsonl` and `parquet`: question/answer files in the GSM8K or boxed answer format.
+
+Each record has a question and an answer whose final result is written
+`#### 42` (GSM8K) or `\\boxed{42}` (MATH). The completion is judged by the same
+rule: its last `#### x` or `\\boxed{x}` must equal the reference numerically.
+
+    {"question": "Tom has 3 apples...", "answer": "3 + 4 = 7\\n#### 7"}
+
+A missing file, a line that is not JSON, a record without the fields, or an
+answer without a final number raises DatasetError naming the file and line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+from workers.errors import DatasetError
+from workers.tasks import TASKS, Example, sha256_lines
+
+_HASHES = re.compile(r"####\s*([^\n]+)")
+_BOXED = re.compile(r"\\boxed\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}")
+HOLDOUT_SEED = 3_000_003
+
+
+def final_answer(text: str) -> str | None:
+    """The last `#### x` or `\\boxed{x}` of a text, as a normalised number, or None."""
+    candidates = [(m.start(), m.group(1)) for m in _HASHES.finditer(text)]
+    candidates += [(m.start(), m.group(1)) for m in _BOXED.finditer(text)]
+    if not candidates:
+        return None
+    return normalise_number(max(candidates)[1])
+
+
+def normalise_number(text: str) -> str | None:
+    """Canonical exact form: '1,234.0' -> '1234', '2.50' -> '5/2'; 'a/b' and \\frac{a}{b} too."""
+    cleaned = text.strip().rstrip(".").replace(",", "").replace("$", "").replace(" ", "")
+    frac = re.fullmatch(r"\\d?frac\{(-?\d+)\}\{(-?\d+)\}", cleaned) or re.fullmatch(r"(-?\d+)/(-?\d+)", cleaned)
+    try:
+        if frac:
+            value = Fraction(int(frac.group(1)), int(frac.group(2)))
+        else:
+            value = Fraction(Decimal(cleaned))
+    except (InvalidOperation, ValueError, ZeroDivisionError):
+        return None
+    return str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
+
+
+class QATask:
+    """Question/answer records; numeric final-answer verifier."""
+
+    def __init__(self, cfg):
+        task = cfg.task
+        self.question_field, self.answer_field = task.question_field, task.answer_field
+        records = self.read(Path(task.path))
+        self.sources = [Path(task.path)]
+        if task.eval_path:
+            self.sources.append(Path(task.eval_path))
+            self._train, self._eval = records, self.read(Path(task.eval_path))
+        else:
+            if len(records) <= cfg.eval.size:
+                raise DatasetError(
+                    f"{task.path}: {len(records)} records cannot hold out eval.size={cfg.eval.size} "
+                    "and still train; lower eval.size or give task.eval_path"
+                )
+            order = np.random.default_rng(HOLDOUT_SEED).permutation(len(records))
+            held = set(int(i) for i in order[: cfg.eval.size])
+            self._eval = [r for i, r in enumerate(records) if i in held]
+            self._train = [r for i, r in enumerate(records) if i not in held]
+        self._cursor, self._order = 0, None
+        self._full_answers = {e.prompt: text for e, text in self._train + self._eval}
+
+    # ------------------------------------------------------------------ reading
+    def read(self, path: Path) -> list[tuple[Example, str]]:
+        if not path.is_file():
+            raise DatasetError(f"{path}: no such dataset file")
+        rows = list(self.rows(path))
+        if not rows:
+            raise DatasetError(f"{path}: holds no records")
+        return [self.to_example(path, where, row) for where, row in rows]
+
+    def to_example(self, path: Path, where: str, row) -> tuple[Example, str]:
+        if not isinstance(row, dict):
+            raise DatasetError(f"{path}:{where}: a record must be an object with fields")
+        for field in (self.question_field, self.answer_field):
+            if not isinstance(row.get(field), str) or not row[field].strip():
+                raise DatasetError(f"{path}:{where}: missing text field '{field}'")
+        answer_text = row[self.answer_field]
+        answer = final_answer(answer_text)
+        if answer is None:
+            raise DatasetError(f"{path}:{where}: answer has no final number as '#### 42' or \\boxed{{42}}")
+        return Example(prompt=row[self.question_field].strip() + "\n", answer=answer), answer_text
+
+    # ------------------------------------------------------------------ the Task protocol
+    def train_batch(self, n: int, rng: np.random.Generator) -> list[Example]:
+        """Epochs without replacement: every record is seen once before any is seen twice."""
+        batch = []
+        while len(batch) < n:
+            if self._order is None or self._cursor == len(self._order):
+                self._order, self._cursor = rng.permutation(len(self._train)), 0
+            batch.append(self._train[int(self._order[self._cursor])][0])
+            self._cursor += 1
+        return batch
+
+    def eval_examples(self) -> list[Example]:
+        return [example for example, _ in self._eval]
+
+    def warmup_pairs(self, n: int, rng: np.random.Generator) -> list[tuple[str, str]]:
+        """The easier slice: the shorter half of the training answers, worked solutions included."""
+        by_length = sorted(self._train, key=lambda pair: len(pair[1]))
+        easy = by_length[: max(1, len(by_length) // 2)]
+        return [(easy[int(i)][0].prompt, easy[int(i)][1]) for i in rng.integers(0, len(easy), n)]
+
+    def answer_key(self, example: Example, completion: str) -> str | None:
+        return final_answer(completion)
+
+    def is_correct(self, example: Example, completion: str) -> bool:
+        return self.answer_key(example, completion) == example.answer
+
+    def format_ok(self, example: Example, completion: str) -> bool:
+        return self.answer_key(example, completion) is not None
+
+    def fingerprint(self) -> str:
+        digest = hashlib.sha256()
+        for source in self.sources:
+            digest.update(source.read_bytes())
+        return sha256_lines([self.name, digest.hexdigest(), *(e.prompt for e, _ in self._eval)])
+
+
+@TASKS.register("jsonl")
+class JsonlTask(QATask):
+    """One JSON object per line with question and answer fields."""
+
+    name = "jsonl"
+
+    def rows(self, path: Path):
+        with path.open(encoding="utf-8") as lines:
+            for number, line in enumerate(lines, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    yield f"{number}", json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DatasetError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+
+
+@TASKS.register("parquet")
+class ParquetTask(QATask):
+    """A parquet table with question and answer columns."""
+
+    name = "parquet"
+
+    def rows(self, path: Path):
+        import pyarrow.parquet as pq
+
+        try:
+            table = pq.read_table(path)
+        except Exception as exc:  # pyarrow raises several types for a damaged file
+            raise DatasetError(f"{path}: not a readable parquet file ({exc})") from None
+        for number, row in enumerate(table.to_pylist(), start=1):
+            yield f"row {number}", row

@@ -1,0 +1,455 @@
+"""The RL loop of every GRPO-family method, one function per phase.
+
+    trainer = Trainer(cfg, reporter, artifacts_dir=Path("runs/demo"))
+    trainer.run()   # -> "succeeded" | "cancelled"
+
+One step:  collect (generate -> reward -> filter, repeated while the filter
+asks for more; the control stage sees every group) -> replay.mix -> advantage
+-> update (objective) -> replay.store -> sync -> evaluate -> report.
+
+Which components fill the stages comes from the config; this file never
+asks which method it is running.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import psutil
+import torch
+import yaml
+
+from workers import repro
+from workers.models import load_policy
+from workers.pipeline import build_stages
+from workers.pipeline.batch import RolloutBatch
+from workers.pipeline.objective import aggregator
+from workers.pipeline.stages import LossInputs, StageContext
+from workers.reporting import Reporter
+from workers.rollout import SamplingParams, build_backend
+from workers.tasks import build_task
+from workers.tasks.rewards import Completion, build_rewards
+
+
+class Cancelled(Exception):
+    """The reporter asked the run to stop."""
+
+
+@dataclass
+class Collected:
+    """What one step's collect phase produced."""
+
+    batch: RolloutBatch  # the groups that go on to training
+    generated: RolloutBatch  # every group sampled this step, kept or dropped
+    rounds: int
+    generate_s: float
+    reward_s: float
+
+
+def resolve_device(wanted: str) -> torch.device:
+    if wanted == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if wanted == "cuda" and not torch.cuda.is_available():
+        from workers.errors import ConfigError
+
+        raise ConfigError("resources.device: 'cuda' was asked for but no CUDA GPU is visible")
+    return torch.device(wanted)
+
+
+class Trainer:
+    def __init__(self, cfg, reporter: Reporter, artifacts_dir: Path | None = None, task=None):
+        self.cfg, self.reporter, self.artifacts_dir = cfg, reporter, artifacts_dir
+        self.device = resolve_device(cfg.resources.device)
+        repro.seed_everything(cfg.seed)
+        self.determinism = repro.apply_determinism(self.device, cfg.resources.threads)
+        self.task = task or build_task(cfg)
+        self.policy = load_policy(cfg, self.task, self.device)
+        repro.seed_everything(cfg.seed)  # building the tiny model consumed global RNG draws
+        self.backend = build_backend(cfg.rollout.backend, self.policy)
+        self.rewards = build_rewards(self.task, cfg)
+        self.stages = build_stages(cfg)
+        self.optimizer = torch.optim.AdamW(
+            self.policy.model.parameters(),
+            lr=cfg.optimizer.lr,
+            betas=(cfg.optimizer.beta1, cfg.optimizer.beta2),
+            weight_decay=cfg.optimizer.weight_decay,
+        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self.lr_factor)
+        self.reference = self.frozen_copy() if cfg.objective.kl_coef > 0 else None
+        # separate streams, so that e.g. evaluating more often never changes the training samples
+        self.data_rng = np.random.default_rng(cfg.seed)
+        self.sampling_rng = torch.Generator(self.device).manual_seed(cfg.seed)
+        self.shuffle_rng = torch.Generator().manual_seed(cfg.seed + 1)
+        self.counters = {"counters/rollout_tokens": 0.0, "counters/samples": 0.0, "counters/wall_s": 0.0}
+        self.environment: dict | None = None
+
+    # ------------------------------------------------------------------ set-up helpers
+    def lr_factor(self, update: int) -> float:
+        o = self.cfg.optimizer
+        total = self.cfg.schedule.steps * self.cfg.schedule.updates_per_batch * self.cfg.schedule.minibatches
+        if update < o.warmup_steps:
+            return (update + 1) / o.warmup_steps
+        if o.schedule == "cosine":
+            progress = (update - o.warmup_steps) / max(1, total - o.warmup_steps)
+            return 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+        return 1.0
+
+    def frozen_copy(self) -> torch.nn.Module:
+        reference = copy.deepcopy(self.policy.model).eval()
+        for p in reference.parameters():
+            p.requires_grad_(False)
+        return reference
+
+    def check_stop(self) -> None:
+        if self.reporter.should_stop():
+            raise Cancelled()
+
+    # ------------------------------------------------------------------ the run
+    def run(self) -> str:
+        """Train for schedule.steps (or until the time limit or a stop); return the final state."""
+        self.reporter.status("running", f"{self.cfg.method or 'custom'} on {self.cfg.task.name}, device {self.device}")
+        self.record_environment()
+        started, last_step = time.perf_counter(), 0
+        try:
+            if self.cfg.eval.every:
+                self.reporter.metrics(0, self.evaluate(0))
+            for step in range(1, self.cfg.schedule.steps + 1):
+                self.check_stop()
+                self.reporter.metrics(step, self.step(step))
+                last_step = step
+                if self.cfg.schedule.save_every and step % self.cfg.schedule.save_every == 0:
+                    self.save_checkpoint(step)
+                limit = self.cfg.schedule.time_limit_s
+                if limit and time.perf_counter() - started > limit:
+                    self.reporter.log(f"time limit of {limit:g}s reached after step {step}")
+                    break
+        except Cancelled:
+            self.reporter.status("cancelled", f"stopped after step {last_step}")
+            return "cancelled"
+        self.finish(last_step)
+        self.reporter.status("succeeded", f"{last_step} steps")
+        return "succeeded"
+
+    def finish(self, last_step: int) -> None:
+        """Final evaluation (unless the last step just did one) and the final checkpoint."""
+        every = self.cfg.eval.every
+        if every and last_step % every != 0:
+            self.reporter.metrics(last_step, self.evaluate(last_step))
+        if self.cfg.schedule.save_final:
+            self.save_checkpoint(last_step)
+
+    def record_environment(self) -> None:
+        self.environment = repro.capture_environment(
+            self.cfg,
+            dataset_fingerprint=self.task.fingerprint(),
+            weights_fingerprint=self.policy.weights_fingerprint(),
+            determinism=self.determinism,
+        )
+        self.environment["model_source"] = self.policy.source
+        if self.artifacts_dir is not None:
+            Path(self.artifacts_dir).mkdir(parents=True, exist_ok=True)
+            path = Path(self.artifacts_dir) / "environment.json"
+            path.write_text(json.dumps(self.environment, indent=1))
+            self.reporter.artifact(str(path), "environment")
+
+    def step(self, step: int) -> dict[str, float]:
+        began = time.perf_counter()
+        collected = self.collect(step)
+        self.check_stop()
+        batch = self.stages.replay.mix(collected.batch, step)
+        metrics = self.batch_metrics(collected)
+        if batch.num_groups:
+            self.compute_advantages(batch)
+            metrics.update(self.advantage_metrics(batch))
+            self.check_stop()
+            metrics.update(self.update(batch))
+            self.stages.replay.store(batch, step)
+        synced = time.perf_counter()
+        self.backend.sync_weights()
+        step_s = time.perf_counter() - began
+        self.counters["counters/wall_s"] += step_s
+        metrics.update(
+            {
+                "timing/generate_s": collected.generate_s,
+                "timing/reward_s": collected.reward_s,
+                "timing/sync_s": time.perf_counter() - synced,
+                "timing/step_s": step_s,
+                "throughput/rollout_tokens_per_s": float(collected.generated.lengths.sum()) / collected.generate_s,
+                **self.counters,
+                **self.system_metrics(),
+            }
+        )
+        metrics["timing/train_s"] = metrics.pop("_train_s", 0.0)
+        self.reporter.samples(step, self.pick_samples(batch, collected.generated))
+        if self.cfg.eval.every and step % self.cfg.eval.every == 0:
+            self.check_stop()
+            metrics.update(self.evaluate(step))
+        return metrics
+
+    # ------------------------------------------------------------------ phase: collect
+    def collect(self, step: int) -> Collected:
+        """generate -> reward -> filter, for as many rounds as the filter allows, until the batch is full."""
+        budget = self.stages.control.plan(step)
+        ctx = StageContext(
+            policy=self.policy,
+            backend=self.backend,
+            generator=self.sampling_rng,
+            temperature=self.cfg.rollout.temperature,
+            top_p=self.cfg.rollout.top_p,
+            top_k=self.cfg.rollout.top_k,
+            step=step,
+        )
+        kept, generated, generate_s, reward_s, rounds = [], [], 0.0, 0.0, 0
+        while rounds < self.stages.filter.max_rounds and sum(b.num_groups for b in kept) < budget.prompts:
+            rounds += 1
+            examples = self.task.train_batch(budget.prompts - sum(b.num_groups for b in kept), self.data_rng)
+            t = time.perf_counter()
+            batch = self.stages.generate(ctx, examples, budget)
+            generate_s += time.perf_counter() - t
+            t = time.perf_counter()
+            self.score(batch)
+            reward_s += time.perf_counter() - t
+            kept.append(batch.select_groups(self.stages.filter(batch)))
+            generated.append(batch)
+            self.check_stop()
+        everything = RolloutBatch.concat(generated)
+        self.stages.control.observe(everything)
+        self.counters["counters/rollout_tokens"] += float(everything.lengths.sum())
+        self.counters["counters/samples"] += everything.num_samples
+        return Collected(RolloutBatch.concat(kept), everything, rounds, generate_s, reward_s)
+
+    def score(self, batch: RolloutBatch) -> None:
+        """Run every reward function on every completion; the reward is their weighted sum."""
+        lengths, truncated = batch.lengths.tolist(), batch.truncated.tolist()
+        parts = {name: [] for name in self.rewards}
+        correct = []
+        for row, text in enumerate(batch.texts):
+            example = batch.examples[row // batch.group_size]
+            completion = Completion(text=text, length=int(lengths[row]), truncated=bool(truncated[row]))
+            for name, (_, fn) in self.rewards.items():
+                parts[name].append(fn(example, completion))
+            correct.append(self.task.is_correct(example, text))
+        batch.reward_parts = {name: torch.tensor(values) for name, values in parts.items()}
+        batch.rewards = sum(weight * batch.reward_parts[name] for name, (weight, _) in self.rewards.items())
+        batch.correct = torch.tensor(correct)
+
+    # ------------------------------------------------------------------ phase: advantage
+    def compute_advantages(self, batch: RolloutBatch) -> None:
+        advantages, in_loss = self.stages.advantage(batch.group(batch.rewards))  # (P, n) each
+        batch.advantages, batch.in_loss = advantages.flatten(), in_loss.flatten()
+        for row, (value, used) in enumerate(zip(batch.advantages.tolist(), batch.in_loss.tolist())):
+            batch.notes[row]["advantage"] = f"{value:+.3f}" if used else "pivot: left out of the loss"
+
+    # ------------------------------------------------------------------ phase: update
+    def update(self, batch: RolloutBatch) -> dict[str, float]:
+        """schedule.updates_per_batch passes of schedule.minibatches optimizer steps over the samples in the loss."""
+        began = time.perf_counter()
+        model, cfg = self.policy.model, self.cfg
+        rows = batch.in_loss.nonzero().flatten()  # samples left out of the loss cost no compute
+        inputs = self.training_inputs(batch, rows)
+        model.train()
+        stats: dict[str, list[float]] = {}
+        for _ in range(cfg.schedule.updates_per_batch):
+            order = torch.randperm(len(rows), generator=self.shuffle_rng)
+            for chunk in order.chunk(cfg.schedule.minibatches):
+                for name, value in self.optimizer_step(inputs, chunk).items():
+                    stats.setdefault(name, []).append(value)
+        model.eval()
+        summary = {name: float(np.mean(values)) for name, values in stats.items()}
+        summary["_train_s"] = time.perf_counter() - began
+        return summary
+
+    def training_inputs(self, batch: RolloutBatch, rows: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Prompt (left-padded) + completion (right-padded) token matrices for the rows in the loss."""
+        device = self.device
+        n = batch.group_size
+        prompts = [batch.prompt_ids[int(r) // n] for r in rows]
+        width = max(len(p) for p in prompts)
+        prompt_ids = torch.full((len(rows), width), self.policy.pad_id, dtype=torch.long)
+        prompt_mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, p in enumerate(prompts):
+            prompt_ids[i, width - len(p) :] = torch.tensor(p)
+            prompt_mask[i, width - len(p) :] = 1
+        take = lambda x: x[rows.to(x.device)].to(device)  # noqa: E731  (rewards live on the CPU, tokens may not)
+        mask = take(batch.mask)  # (B, T)
+        attention = torch.cat([prompt_mask.to(device), mask.long()], dim=1)  # (B, L+T)
+        inputs = {
+            "input_ids": torch.cat([prompt_ids.to(device), take(batch.tokens)], dim=1),  # (B, L+T)
+            "attention_mask": attention,
+            "position_ids": (attention.cumsum(-1) - 1).clamp(min=0),
+            "completion": take(batch.tokens),  # (B, T)
+            "mask": mask,
+            "old_logprobs": take(batch.logprobs),
+            "advantages": take(batch.advantages),
+        }
+        if self.reference is not None:
+            with torch.no_grad():
+                inputs["ref_logprobs"] = self.token_logprobs(self.reference, inputs)[0]
+        return inputs
+
+    def token_logprobs(self, model, inputs, chunk=None, with_entropy=False):
+        """log pi(o_t) of the completion tokens (B, T), at the sampling temperature; and the entropy (B, T)."""
+        pick = (lambda x: x) if chunk is None else (lambda x: x[chunk])
+        width = inputs["completion"].shape[1]
+        logits = model(
+            input_ids=pick(inputs["input_ids"]),
+            attention_mask=pick(inputs["attention_mask"]),
+            position_ids=pick(inputs["position_ids"]),
+            logits_to_keep=width + 1,
+        ).logits[:, :-1]  # (B, T, V): position t predicts completion token t
+        logp_all = torch.log_softmax(logits.float() / self.cfg.rollout.temperature, dim=-1)
+        logprobs = logp_all.gather(-1, pick(inputs["completion"])[..., None])[..., 0]  # (B, T)
+        entropy = None
+        if with_entropy:
+            entropy = -(logp_all.exp() * logp_all).sum(-1)  # (B, T)
+        return logprobs, entropy
+
+    def optimizer_step(self, inputs, chunk: torch.Tensor) -> dict[str, float]:
+        cfg = self.cfg.objective
+        mask = inputs["mask"][chunk]
+        wants_entropy_grad = cfg.entropy_coef > 0
+        logprobs, entropy = self.token_logprobs(self.policy.model, inputs, chunk, with_entropy=wants_entropy_grad)
+        aggregate = aggregator(cfg.aggregation, mask, self.cfg.rollout.max_new_tokens)
+        old = inputs["old_logprobs"][chunk]
+        out = self.stages.objective(LossInputs(logprobs, old, inputs["advantages"][chunk], mask, aggregate))
+        loss = out.loss
+        stats = dict(out.stats)
+        if self.reference is not None:
+            delta = inputs["ref_logprobs"][chunk] - logprobs
+            kl = torch.exp(delta) - delta - 1  # k3 estimator of KL(pi || pi_ref), per token
+            loss = loss + cfg.kl_coef * aggregate(kl)
+            stats["policy/kl_ref"] = float(aggregate(kl.detach()))
+        if wants_entropy_grad:
+            loss = loss - cfg.entropy_coef * aggregate(entropy)
+            stats["policy/entropy"] = float(aggregate(entropy.detach()))
+        loss.backward()
+        limit = self.cfg.optimizer.grad_clip or float("inf")
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.model.parameters(), limit)
+        stats["optim/lr"] = self.scheduler.get_last_lr()[0]
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            log_ratio = old - logprobs.detach()
+            stats["policy/approx_kl"] = float(aggregate(torch.exp(-log_ratio) - 1 + log_ratio))
+            if not wants_entropy_grad:
+                stats["policy/entropy"] = float(aggregate(-logprobs.detach()))  # sampled-token estimate
+        stats.update({"policy/loss": float(loss.detach()), "optim/grad_norm": float(grad_norm)})
+        return stats
+
+    # ------------------------------------------------------------------ phase: evaluate
+    @torch.no_grad()
+    def evaluate(self, step: int) -> dict[str, float]:
+        """eval/pass@1 (greedy), eval/pass@k and eval/maj@k (k samples) on the held-out split."""
+        examples = self.task.eval_examples()
+        k, max_new = self.cfg.eval.k, self.cfg.rollout.max_new_tokens
+        generator = torch.Generator(self.device).manual_seed(self.cfg.seed * 1_000_003 + step)
+        greedy = self.eval_texts(examples, 1, SamplingParams(max_new, 0.0), generator)
+        sampled = self.eval_texts(examples, k, SamplingParams(max_new, self.cfg.eval.temperature), generator)
+        pass1, passk, majk = [], [], []
+        for i, example in enumerate(examples):
+            pass1.append(self.task.is_correct(example, greedy[i]))
+            group = sampled[i * k : (i + 1) * k]
+            passk.append(any(self.task.is_correct(example, text) for text in group))
+            votes = Counter(key for key in (self.task.answer_key(example, t) for t in group) if key is not None)
+            majk.append(bool(votes) and votes.most_common(1)[0][0] == example.answer)
+        return {
+            "eval/pass@1": float(np.mean(pass1)),
+            "eval/pass@k": float(np.mean(passk)),
+            "eval/maj@k": float(np.mean(majk)),
+        }
+
+    def eval_texts(self, examples, n: int, params: SamplingParams, generator, rows_per_call: int = 1024) -> list[str]:
+        prompts = [self.policy.encode_prompt(e.prompt) for e in examples]
+        per_call = max(1, rows_per_call // n)
+        texts = []
+        for start in range(0, len(prompts), per_call):
+            out = self.backend.generate(prompts[start : start + per_call], n, params, generator)
+            texts += self.policy.decode_completions(out)
+        return texts
+
+    # ------------------------------------------------------------------ phase: report
+    def batch_metrics(self, collected: Collected) -> dict[str, float]:
+        """Rewards and completions of everything generated this step; what the pipeline did."""
+        gen, batch = collected.generated, collected.batch
+        rewards = gen.group(gen.rewards)  # (P, n)
+        correct = gen.group(gen.correct.float())
+        lengths = gen.lengths
+        metrics = {
+            "reward/mean": float(gen.rewards.mean()),
+            "reward/std": float(gen.rewards.std()) if gen.num_samples > 1 else 0.0,
+            **{f"reward/{name}/mean": float(v.mean()) for name, v in gen.reward_parts.items()},
+            "groups/frac_zero_std": float((rewards.max(-1).values == rewards.min(-1).values).float().mean()),
+            "groups/frac_all_correct": float((correct.min(-1).values == 1).float().mean()),
+            "groups/frac_all_wrong": float((correct.max(-1).values == 0).float().mean()),
+            "completions/mean_length": float(lengths.float().mean()),
+            "completions/max_length": float(lengths.max()),
+            "completions/clipped_ratio": float(gen.truncated.float().mean()),
+            "pipeline/generate/samples_per_prompt": float(gen.group_size),
+            "pipeline/filter/rounds": float(collected.rounds),
+            "pipeline/filter/dropped_groups": float(gen.num_groups - batch.num_groups),
+            "pipeline/filter/kept_groups": float(batch.num_groups),
+        }
+        return metrics
+
+    @staticmethod
+    def advantage_metrics(batch: RolloutBatch) -> dict[str, float]:
+        used = batch.advantages[batch.in_loss]
+        return {
+            "advantage/mean": float(used.mean()),
+            "advantage/abs_mean": float(used.abs().mean()),
+            "pipeline/advantage/left_out": float((~batch.in_loss).sum()),
+        }
+
+    def pick_samples(self, trained: RolloutBatch, generated: RolloutBatch) -> list[dict]:
+        """A bounded sample of this step's completions, each with what every stage did to it.
+
+        Mostly samples that were trained on; up to a quarter are ones the filter dropped.
+        """
+        budget = self.cfg.schedule.samples_per_step
+        dropped = [r for r, note in enumerate(generated.notes) if note.get("filter", "").startswith("dropped")]
+        n_dropped = min(len(dropped), budget // 4 if trained.num_samples else budget)
+        n_trained = min(trained.num_samples, budget - n_dropped)
+        picks = [(trained, r) for r in range(n_trained)] + [(generated, r) for r in dropped[:n_dropped]]
+        return [self.describe_sample(batch, row) for batch, row in picks]
+
+    @staticmethod
+    def describe_sample(batch: RolloutBatch, row: int) -> dict:
+        example = batch.examples[row // batch.group_size]
+        used = batch.in_loss is not None and bool(batch.in_loss[row])
+        return {
+            "prompt": example.prompt,
+            "answer": example.answer,
+            "completion": batch.texts[row],
+            "reward": float(batch.rewards[row]),
+            "rewards": {name: float(v[row]) for name, v in batch.reward_parts.items()},
+            "correct": bool(batch.correct[row]),
+            "advantage": float(batch.advantages[row]) if used else None,
+            "length": int(batch.mask[row].sum()),
+            "truncated": bool(batch.truncated[row]),
+            "stages": dict(batch.notes[row]),
+        }
+
+    def system_metrics(self) -> dict[str, float]:
+        metrics = {"system/rss_gb": psutil.Process().memory_info().rss / 2**30}
+        if self.device.type == "cuda":
+            metrics["system/gpu_mem_gb"] = torch.cuda.max_memory_allocated(self.device) / 2**30
+        return metrics
+
+    # ------------------------------------------------------------------ artifacts
+    def save_checkpoint(self, step: int) -> None:
+        """Weights, tokenizer and the resolved config, side by side."""
+        if self.artifacts_dir is None:
+            return
+        path = Path(self.artifacts_dir) / "checkpoints" / f"step-{step}"
+        self.policy.model.save_pretrained(path)
+        self.policy.tokenizer.save_pretrained(path)
+        (path / "run_config.yaml").write_text(yaml.safe_dump(self.cfg.model_dump(mode="json"), sort_keys=False))
+        self.reporter.artifact(str(path), "checkpoint")
