@@ -52,7 +52,7 @@ class ModelConfig(Section):
         "from the run seed so that runs with different seeds start from the same model.",
     )
     warmup_steps: int = Field(
-        400, ge=0, description="tiny only: supervised warm-start steps on the task's easier slice (0 = random init)."
+        250, ge=0, description="tiny only: supervised warm-start steps on the task's easier slice (0 = random init)."
     )
     warmup_lr: float = Field(3e-3, gt=0, description="tiny only: learning rate of the warm-start phase.")
     warmup_batch_size: int = Field(64, ge=1, description="tiny only: examples per warm-start step.")
@@ -70,9 +70,9 @@ class TaskConfig(Section):
         description="arith: integer expressions; countdown: reach a target from given numbers; "
         "jsonl/parquet: question/answer files with GSM8K '#### 42' or \\boxed{42} answers.",
     )
-    digits: int = Field(2, ge=1, le=6, description="arith/countdown: the most digits an operand may have.")
-    operands: int = Field(2, ge=2, le=6, description="arith: operands per expression; countdown: numbers given.")
-    operators: str = Field("+-*", description="arith/countdown: the operators that may appear, from '+-*'.")
+    digits: int = Field(1, ge=1, le=6, description="arith/countdown: the most digits an operand may have.")
+    operands: int = Field(3, ge=2, le=6, description="arith: operands per expression; countdown: numbers given.")
+    operators: str = Field("+-", description="arith/countdown: the operators that may appear, from '+-*'.")
     warmup_digits: int = Field(
         1,
         ge=1,
@@ -84,7 +84,7 @@ class TaskConfig(Section):
         2, ge=2, le=6, description="arith/countdown: operands (numbers) per problem in the easier slice."
     )
     warmup_full_share: float = Field(
-        0.25,
+        0.5,
         ge=0,
         le=1,
         description="arith/countdown: share of full-difficulty problems in the warm-start data.",
@@ -210,7 +210,7 @@ class ObjectiveConfig(StageConfig):
 
 
 class OptimizerConfig(Section):
-    lr: float = Field(1e-3, gt=0, description="AdamW learning rate.")
+    lr: float = Field(2e-4, gt=0, description="AdamW learning rate.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     beta1: float = Field(0.9, ge=0, lt=1, description="AdamW beta1.")
     beta2: float = Field(0.99, ge=0, lt=1, description="AdamW beta2.")
@@ -295,6 +295,18 @@ class RunConfig(Section):
                 raise ValueError(
                     f"{stage}.name: unknown {registry.kind} '{name}'; valid: {', '.join(registry.names())}"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _eval_leaves_training_problems(self) -> RunConfig:
+        from workers.tasks import problem_space
+
+        space = problem_space(self.task)
+        if space is not None and self.eval.size > space // 2:
+            raise ValueError(
+                f"eval.size: {self.eval.size} held-out problems would leave too few of the task's "
+                f"{space} for training; at most {space // 2}"
+            )
         return self
 
     def canonical_json(self) -> str:
@@ -386,12 +398,15 @@ def resolve(raw: dict[str, Any]) -> RunConfig:
     method = raw.get("method")
     if method is not None:
         if method not in METHODS:
-            raise ConfigError(f"method: unknown method '{method}'; valid: {', '.join(method_names())}")
+            problem = f"unknown method '{method}'; valid: {', '.join(method_names())}"
+            raise ConfigError(f"method: {problem}", {"method": problem})
         raw = deep_merge(METHODS[method][1], raw)
     try:
         return RunConfig.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc)) from None
+        problems = validation_problems(exc)
+        message = "\n".join(f"{where}: {text}" if where else text for where, text in problems)
+        raise ConfigError(message, {where or "config": text for where, text in problems}) from None
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] = (), base: dict | None = None) -> RunConfig:
@@ -420,19 +435,26 @@ def read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def format_validation_error(exc: ValidationError) -> str:
-    """One line per problem, each naming the field: 'rollout.group_size: ... (got 1)'."""
-    lines = []
+def validation_problems(exc: ValidationError) -> list[tuple[str, str]]:
+    """(field path, message) per problem: ("rollout.group_size", "... (got 1)").
+
+    A problem found across sections names its field in the message ("advantage.name: ...");
+    it is filed under that field.
+    """
+    problems = []
     for err in exc.errors():
         where = ".".join(str(p) for p in err["loc"])
         if err["type"] == "extra_forbidden":
-            lines.append(f"{where}: unknown knob; valid: {', '.join(_valid_keys(err['loc']))}")
+            problems.append((where, f"unknown knob; valid: {', '.join(_valid_keys(err['loc']))}"))
             continue
         message = err["msg"].removeprefix("Value error, ")
+        field, sep, rest = message.partition(": ")
+        if not where and sep and "." in field and " " not in field:
+            where, message = field, rest
         got = err.get("input")
         shown = "" if isinstance(got, dict) or got is None else f" (got {got!r})"
-        lines.append(f"{where}: {message}{shown}" if where else message)
-    return "\n".join(lines)
+        problems.append((where, f"{message}{shown}"))
+    return problems
 
 
 def _valid_keys(loc: tuple) -> list[str]:

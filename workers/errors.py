@@ -10,7 +10,15 @@ class UserError(Exception):
 
 
 class ConfigError(UserError):
-    """A RunConfig that does not validate, or an override that names no knob."""
+    """A RunConfig that does not validate, or an override that names no knob.
+
+    `fields` maps each offending knob's dotted path ("rollout.group_size") to its
+    message, so a form can show every error beside its field.
+    """
+
+    def __init__(self, message: str, fields: dict[str, str] | None = None):
+        super().__init__(message)
+        self.fields = fields or {}
 
 
 class DatasetError(UserError):

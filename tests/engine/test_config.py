@@ -137,3 +137,14 @@ def test_every_field_has_a_description():
         if isinstance(model, type) and hasattr(model, "model_fields"):
             for knob, field in model.model_fields.items():
                 assert field.description, f"{name}.{knob}"
+
+
+def test_eval_size_must_leave_problems_to_train_on():
+    with pytest.raises(ConfigError, match=r"eval.size: 150 held-out problems would leave too few of the task's 200"):
+        resolve({"task": {"digits": 1, "operands": 2, "operators": "+-"}, "eval": {"size": 150}})
+
+
+def test_config_errors_carry_each_field():
+    with pytest.raises(ConfigError) as err:
+        resolve({"rollout": {"group_size": 1}, "optimizer": {"lr": 0}, "advantage": {"name": "x"}})
+    assert set(err.value.fields) >= {"rollout.group_size", "optimizer.lr"}

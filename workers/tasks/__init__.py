@@ -64,14 +64,19 @@ TASKS: Registry[type] = Registry("task")
 HELD_OUT = 500
 
 
-def held_out_size(eval_size: int, space: int) -> int:
-    """How many problems a generated task keeps out of training: HELD_OUT, at most half the problem space."""
-    if eval_size > space // 2:
-        from workers.errors import ConfigError
+def problem_space(task_cfg) -> int | None:
+    """How many distinct problems a generated task can draw (an upper bound); None for file tasks."""
+    if task_cfg.name == "arith":
+        return (10**task_cfg.digits) ** task_cfg.operands * len(task_cfg.operators) ** (task_cfg.operands - 1)
+    if task_cfg.name == "countdown":
+        return (10**task_cfg.digits - 1) ** task_cfg.operands
+    return None
 
-        raise ConfigError(
-            f"eval.size: {eval_size} held-out problems would leave too few of the task's {space} for training"
-        )
+
+def held_out_size(eval_size: int, space: int) -> int:
+    """How many problems a generated task keeps out of training: HELD_OUT, at most half the problem space.
+
+    RunConfig already refuses an eval.size above half the space (see its validator)."""
     return min(max(HELD_OUT, eval_size), space // 2)
 
 

@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 
-from workers.tasks import TASKS, Example, held_out_size, sha256_lines
+from workers.tasks import TASKS, Example, held_out_size, problem_space, sha256_lines
 from workers.tasks.expressions import ParseError, parse
 
 _INTEGER = re.compile(r"^-?\d+$")
@@ -31,8 +31,7 @@ class ArithTask:
         self.warmup_full_share = cfg.task.warmup_full_share
         rng = np.random.default_rng(EVAL_SEED)
         held_out: dict[str, Example] = {}
-        space = (10**self.digits) ** self.operands * len(self.operators) ** (self.operands - 1)
-        size = held_out_size(cfg.eval.size, space)
+        size = held_out_size(cfg.eval.size, problem_space(cfg.task))
         for _ in range(size * 50):
             if len(held_out) == size:
                 break

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from workers.tasks import TASKS, Example, held_out_size, sha256_lines
+from workers.tasks import TASKS, Example, held_out_size, problem_space, sha256_lines
 from workers.tasks.expressions import ParseError, parse
 
 EVAL_SEED = 2_000_003
@@ -29,7 +29,7 @@ class CountdownTask:
         self.warmup_full_share = cfg.task.warmup_full_share
         rng = np.random.default_rng(EVAL_SEED)
         held_out: dict[str, Example] = {}
-        size = held_out_size(cfg.eval.size, (10**self.digits - 1) ** self.count)
+        size = held_out_size(cfg.eval.size, problem_space(cfg.task))
         for _ in range(size * 50):
             if len(held_out) == size:
                 break

@@ -1,0 +1,27 @@
+"""The ASGI application: Django for HTTP, Channels for the websockets under /ws/.
+
+daphne -b 0.0.0.0 -p 8000 rolloutlab.asgi:application
+"""
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rolloutlab.settings")
+django_asgi = get_asgi_application()  # sets Django up before anything imports models
+
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+
+from rolloutlab.metrics.routing import websocket_urlpatterns  # noqa: E402
+from rolloutlab.runs.monitor import start_monitor  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": django_asgi,
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    }
+)
+
+start_monitor()  # the web process notices runs whose worker stopped heartbeating

@@ -1,0 +1,14 @@
+"""The Celery app, configured from Django settings (the CELERY_* names).
+
+celery -A rolloutlab worker -Q cpu -P solo --concurrency 1
+"""
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rolloutlab.settings")
+
+app = Celery("rolloutlab")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

@@ -1,0 +1,42 @@
+"""Metric storage: one narrow table of points, and per-bucket aggregates for fast downsampled reads.
+
+Points are written with COPY (metrics/ingest.py). Every BUCKET_STEPS steps of a
+series also get one MetricBucket row holding min, max, sum and count, kept up
+to date in the same transaction, so a read of a million-point series
+aggregates a few thousand bucket rows instead of a million points.
+"""
+
+from django.db import models
+
+from rolloutlab.runs.models import Run
+
+BUCKET_STEPS = 128
+
+
+class MetricKey(models.Model):
+    name = models.CharField(max_length=200, unique=True)
+
+    def __str__(self):
+        return self.name
+
+
+class MetricPoint(models.Model):
+    pk = models.CompositePrimaryKey("run_id", "key_id", "step")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, db_constraint=False, related_name="+")
+    key = models.ForeignKey(MetricKey, on_delete=models.CASCADE, db_constraint=False, related_name="+")
+    step = models.IntegerField()
+    value = models.FloatField()
+    wall_time = models.FloatField(help_text="Seconds since the epoch when the point was reported")
+
+
+class MetricBucket(models.Model):
+    pk = models.CompositePrimaryKey("run_id", "key_id", "bucket")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, db_constraint=False, related_name="+")
+    key = models.ForeignKey(MetricKey, on_delete=models.CASCADE, db_constraint=False, related_name="+")
+    bucket = models.IntegerField(help_text="step // BUCKET_STEPS")
+    first_step = models.IntegerField()
+    last_step = models.IntegerField()
+    count = models.IntegerField()
+    total = models.FloatField()
+    low = models.FloatField()
+    high = models.FloatField()

@@ -1,0 +1,124 @@
+"""The launch form, generated from RunConfig's JSON Schema: a new knob appears without a template change.
+
+`form_sections(values, errors)` lays the schema out as sections of fields for the
+template; `parse_form(post)` turns the submitted strings back into a raw config
+dict that RunConfig validates (pydantic converts "8" to 8, "1e-3" to 0.001).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from workers.config import json_schema
+
+SCHEMA = json_schema()
+SECTION_ORDER = [
+    "model", "task", "reward", "rollout", "generate", "filter", "control", "replay",
+    "advantage", "objective", "optimizer", "schedule", "eval", "resources",
+]  # fmt: skip
+
+
+@dataclass
+class FormField:
+    name: str  # "rollout.group_size"
+    label: str
+    help: str
+    widget: str  # number, text, select, checkbox, json
+    value: Any
+    error: str = ""
+    choices: list[str] = field(default_factory=list)
+    nullable: bool = False
+    minimum: float | None = None
+    maximum: float | None = None
+    step: str = "any"
+
+    @property
+    def shown(self) -> str:
+        if self.widget == "json":
+            return json.dumps(self.value, indent=1)
+        return "" if self.value is None else str(self.value)
+
+
+@dataclass
+class FormSection:
+    name: str
+    help: str
+    fields: list[FormField]
+
+
+def _describe(prop: dict) -> tuple[dict, bool]:
+    """The non-null branch of an Optional field, and whether null is allowed."""
+    options = prop.get("anyOf")
+    if options:
+        concrete = [o for o in options if o.get("type") != "null"]
+        return {**prop, **concrete[0]}, len(concrete) < len(options)
+    return prop, False
+
+
+def make_field(name: str, prop: dict, value: Any, error: str) -> FormField:
+    prop, nullable = _describe(prop)
+    kind = prop.get("type")
+    made = FormField(name=name, label=name.split(".")[-1], help=prop.get("description", ""), widget="text",
+                     value=value, error=error, nullable=nullable)  # fmt: skip
+    if "enum" in prop or "const" in prop:
+        made.widget, made.choices = "select", [str(c) for c in prop.get("enum", [prop.get("const")])]
+    elif kind == "boolean":
+        made.widget = "checkbox"
+    elif kind in ("integer", "number"):
+        made.widget = "number"
+        made.step = "1" if kind == "integer" else "any"
+        made.minimum = prop.get("minimum", prop.get("exclusiveMinimum"))
+        made.maximum = prop.get("maximum", prop.get("exclusiveMaximum"))
+    elif kind == "object":
+        made.widget = "json"
+    return made
+
+
+def form_sections(values: dict, errors: dict[str, str]) -> list[FormSection]:
+    top = SCHEMA["properties"]
+    general = [make_field("seed", top["seed"], values.get("seed"), errors.get("seed", ""))]
+    sections = [FormSection("run", "The seed of this run.", general)]
+    for section in SECTION_ORDER:
+        ref = top[section]["$ref"].split("/")[-1]
+        props = SCHEMA["$defs"][ref]["properties"]
+        given = values.get(section, {})
+        fields = [
+            make_field(f"{section}.{knob}", prop, given.get(knob), errors.get(f"{section}.{knob}", ""))
+            for knob, prop in props.items()
+        ]
+        if errors.get(section):  # a problem that spans the section, e.g. heads vs hidden_size
+            fields[0].error = (fields[0].error + " " + errors[section]).strip()
+        sections.append(FormSection(section, top[section].get("description", ""), fields))
+    return sections
+
+
+def parse_form(post) -> tuple[dict, dict[str, str]]:
+    """A raw config dict from the submitted form, and the errors found before validation."""
+    raw: dict[str, Any] = {"method": post.get("method") or None}
+    errors: dict[str, str] = {}
+    for section in form_sections({}, {}):
+        for f in section.fields:
+            value = parse_value(f, post, errors)
+            if "." in f.name:
+                head, knob = f.name.split(".", 1)
+                raw.setdefault(head, {})[knob] = value
+            else:
+                raw[f.name] = value
+    return raw, errors
+
+
+def parse_value(f: FormField, post, errors: dict[str, str]) -> Any:
+    if f.widget == "checkbox":
+        return f.name in post
+    text = post.get(f.name, "")
+    if f.widget == "json":
+        try:
+            return json.loads(text or "{}")
+        except json.JSONDecodeError as exc:
+            errors[f.name] = f"not valid JSON ({exc.msg})"
+            return {}
+    if text.strip() == "" and f.nullable:
+        return None
+    return text.strip()

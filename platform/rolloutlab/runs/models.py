@@ -1,0 +1,138 @@
+"""Projects, experiments and runs, and the record of every state a run went through."""
+
+from django.conf import settings
+from django.db import models
+
+
+class Project(models.Model):
+    name = models.CharField(max_length=100, unique=True)
+    description = models.TextField(blank=True)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="projects")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return self.name
+
+
+class Experiment(models.Model):
+    """A set of runs launched together, e.g. a sweep of methods x seeds."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="experiments")
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="experiments")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return self.name
+
+
+class Tag(models.Model):
+    name = models.CharField(max_length=50, unique=True)
+
+    def __str__(self):
+        return self.name
+
+
+class State(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    LOST = "lost"
+
+
+FINAL_STATES = (State.SUCCEEDED, State.FAILED, State.CANCELLED, State.LOST)
+
+# queued -> running -> succeeded | failed | cancelled, and lost when the worker stops heartbeating
+ALLOWED_TRANSITIONS = {
+    State.QUEUED: {State.RUNNING, State.CANCELLED, State.FAILED},
+    State.RUNNING: {State.SUCCEEDED, State.FAILED, State.CANCELLED, State.LOST},
+}
+
+
+class Run(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs")
+    experiment = models.ForeignKey(Experiment, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
+    name = models.CharField(max_length=200)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="runs")
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reruns")
+    tags = models.ManyToManyField(Tag, blank=True, related_name="runs")
+
+    config = models.JSONField(help_text="The resolved RunConfig")
+    config_hash = models.CharField(max_length=64, db_index=True)
+    method = models.CharField(max_length=50, blank=True, db_index=True)
+    task = models.CharField(max_length=50, blank=True)
+    seed = models.IntegerField(default=0)
+
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED, db_index=True)
+    detail = models.TextField(blank=True, help_text="The cause of the latest transition")
+    cancel_requested = models.BooleanField(default=False)
+
+    queue = models.CharField(max_length=20, default="cpu")
+    celery_task_id = models.CharField(max_length=64, blank=True)
+    worker_host = models.CharField(max_length=200, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    step = models.IntegerField(default=0, help_text="The last step reported")
+    total_steps = models.IntegerField(default=0)
+    train_seconds = models.FloatField(default=0.0, help_text="counters/wall_s at the last step")
+    summary = models.JSONField(default=dict, blank=True, help_text="The latest value of every metric")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"{self.name} ({self.state})"
+
+    @property
+    def is_final(self) -> bool:
+        return self.state in FINAL_STATES
+
+
+class Transition(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="transitions")
+    from_state = models.CharField(max_length=10, blank=True)
+    to_state = models.CharField(max_length=10)
+    at = models.DateTimeField(auto_now_add=True)
+    cause = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+
+class LogLine(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="log_lines")
+    at = models.DateTimeField(auto_now_add=True)
+    text = models.TextField()
+
+    class Meta:
+        ordering = ["id"]
+
+
+class Artifact(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="artifacts")
+    kind = models.CharField(max_length=30)
+    path = models.CharField(max_length=500)
+    sha256 = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+
+class Sample(models.Model):
+    """One rollout sample: prompt, completion, rewards, advantage and what each stage did."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="samples")
+    step = models.IntegerField()
+    data = models.JSONField()
+
+    class Meta:
+        ordering = ["step", "id"]
+        indexes = [models.Index(fields=["run", "step"])]

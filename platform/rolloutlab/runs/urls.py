@@ -1,0 +1,12 @@
+from django.urls import path
+
+from rolloutlab.runs import views
+
+app_name = "runs"
+urlpatterns = [
+    path("", views.run_list, name="list"),
+    path("launch/", views.launch, name="launch"),
+    path("<int:run_id>/", views.run_detail, name="detail"),
+    path("<int:run_id>/cancel/", views.cancel, name="cancel"),
+    path("<int:run_id>/rerun/", views.rerun, name="rerun"),
+]

@@ -1,0 +1,16 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from django.views.generic import RedirectView
+
+from rolloutlab.metrics.views import plotly_bundle
+
+urlpatterns = [
+    path("", RedirectView.as_view(pattern_name="runs:list", permanent=False)),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/", admin.site.urls),
+    path("vendor/plotly.min.js", plotly_bundle, name="plotly"),
+    path("runs/", include("rolloutlab.runs.urls")),
+    path("api/", include("rolloutlab.runs.api_urls")),
+]

@@ -1,0 +1,195 @@
+// A run's page: live charts over the run's websocket, progress, log tail and the sample inspector.
+//
+// The charts start from the downsampled series (HTTP); the websocket then sends every point
+// committed after the last step each chart holds ("resume"), and keeps sending new ones.
+// A reconnect resumes the same way, and a point at or before a chart's last step is dropped,
+// so nothing is missed and nothing is drawn twice.
+(function () {
+  const root = document.getElementById("run");
+  const runId = root.dataset.runId;
+  const FINAL = ["succeeded", "failed", "cancelled", "lost"];
+  const charts = new Map(); // key -> {div, lastStep}
+  const pending = new Map(); // key -> points received for a chart not shown
+  let livePoints = 0;
+  let socket = null;
+  let retry = 500;
+
+  // ------------------------------------------------------------------ charts
+  async function showChart(key) {
+    if (charts.has(key)) return;
+    const div = document.createElement("div");
+    div.className = "chart";
+    div.dataset.key = key;
+    document.getElementById("charts").appendChild(div);
+    const chart = { div, lastStep: -1 };
+    charts.set(key, chart);
+    const response = await fetch(`/api/runs/${runId}/series?keys=${encodeURIComponent(key)}&points=1000`);
+    const series = (await response.json()).series[key] || { step: [], value: [], low: [], high: [] };
+    const traces = [{ x: series.step, y: series.value, mode: "lines", name: key, line: { width: 1.5 } }];
+    if (series.downsampled) {
+      traces.push({ x: series.step, y: series.high, mode: "lines", line: { width: 0 }, showlegend: false, hoverinfo: "skip" });
+      traces.push({ x: series.step, y: series.low, mode: "lines", line: { width: 0 }, fill: "tonexty", fillcolor: "rgba(48,86,211,0.15)", showlegend: false, hoverinfo: "skip" });
+    }
+    Plotly.newPlot(div, traces, {
+      title: { text: key, font: { size: 13 } }, margin: { l: 50, r: 10, t: 30, b: 30 },
+      xaxis: { title: { text: "step" } }, showlegend: false,
+    }, { displaylogo: false, responsive: true });
+    chart.lastStep = series.step.length ? series.step[series.step.length - 1] : -1;
+    const early = pending.get(key);
+    if (early) { pending.delete(key); addPoints(key, early); }
+    if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ resume: resumePoint() }));
+  }
+
+  function hideChart(key) {
+    const chart = charts.get(key);
+    if (!chart) return;
+    Plotly.purge(chart.div);
+    chart.div.remove();
+    charts.delete(key);
+  }
+
+  function addPoints(key, points) {
+    const chart = charts.get(key);
+    if (!chart) {
+      pending.set(key, (pending.get(key) || []).concat(points).slice(-5000));
+      return;
+    }
+    const fresh = points.filter(([step]) => step > chart.lastStep);
+    if (!fresh.length) return;
+    chart.lastStep = fresh[fresh.length - 1][0];
+    livePoints += fresh.length;
+    root.dataset.livePoints = String(livePoints);
+    Plotly.extendTraces(chart.div, { x: [fresh.map((p) => p[0])], y: [fresh.map((p) => p[1])] }, [0]);
+  }
+
+  function resumePoint() {
+    const resume = {};
+    for (const [key, chart] of charts) resume[key] = chart.lastStep;
+    return resume;
+  }
+
+  // ------------------------------------------------------------------ state and progress
+  function setState(state, detail) {
+    root.dataset.state = state;
+    const badge = document.getElementById("run-state");
+    badge.textContent = state;
+    badge.className = "state state-" + state;
+    if (detail !== undefined) document.getElementById("run-detail").textContent = detail;
+    if (FINAL.includes(state)) document.getElementById("cancel-button").disabled = true;
+  }
+
+  function setProgress(step, trainSeconds) {
+    root.dataset.step = String(step);
+    const total = Number(root.dataset.total) || 1;
+    document.getElementById("progress-bar").style.width = Math.min(100, (100 * step) / total) + "%";
+    let text = `step ${step} / ${total}`;
+    if (step > 0 && trainSeconds > 0 && step < total && !FINAL.includes(root.dataset.state)) {
+      const eta = ((total - step) * trainSeconds) / step;
+      text += ` · ETA ${eta < 90 ? Math.round(eta) + " s" : Math.round(eta / 60) + " min"}`;
+    }
+    document.getElementById("progress-text").textContent = text;
+  }
+
+  function appendLog(lines) {
+    const log = document.getElementById("log");
+    const atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
+    log.textContent += lines.join("\n") + "\n";
+    if (atBottom) log.scrollTop = log.scrollHeight;
+  }
+
+  // ------------------------------------------------------------------ websocket
+  function connect() {
+    const scheme = location.protocol === "https:" ? "wss" : "ws";
+    socket = new WebSocket(`${scheme}://${location.host}/ws/runs/${runId}/`);
+    socket.onopen = () => { retry = 500; socket.send(JSON.stringify({ resume: resumePoint() })); };
+    socket.onmessage = (message) => {
+      const event = JSON.parse(message.data);
+      if (event.kind === "points") {
+        for (const [key, points] of Object.entries(event.points)) {
+          ensurePickerEntry(key);
+          addPoints(key, points);
+        }
+      } else if (event.kind === "state") {
+        setState(event.state, event.detail);
+        if (event.step !== undefined) setProgress(event.step, Number(root.dataset.trainSeconds));
+        if (FINAL.includes(event.state)) loadSamples(null);
+      } else if (event.kind === "progress") {
+        root.dataset.trainSeconds = String(event.train_seconds);
+        setProgress(event.step, event.train_seconds);
+      } else if (event.kind === "log") {
+        appendLog(event.lines);
+      }
+    };
+    socket.onclose = () => {
+      if (FINAL.includes(root.dataset.state)) return;
+      setTimeout(connect, retry);
+      retry = Math.min(retry * 2, 8000);
+    };
+  }
+
+  // ------------------------------------------------------------------ metric picker
+  function ensurePickerEntry(key) {
+    const picker = document.getElementById("metric-picker");
+    if (picker.querySelector(`input[value="${CSS.escape(key)}"]`)) return;
+    const label = document.createElement("label");
+    label.innerHTML = `<input type="checkbox" value=""> `;
+    label.querySelector("input").value = key;
+    label.append(key);
+    picker.appendChild(label);
+  }
+
+  document.getElementById("metric-picker").addEventListener("change", (event) => {
+    const key = event.target.value;
+    if (event.target.checked) showChart(key); else hideChart(key);
+  });
+
+  // ------------------------------------------------------------------ sample inspector
+  const stepInput = document.getElementById("sample-step");
+  let sampleSteps = [];
+
+  async function loadSamples(step) {
+    const query = step === null || step === "" ? "" : `?step=${encodeURIComponent(step)}`;
+    const response = await fetch(`/api/runs/${runId}/samples${query}`);
+    if (!response.ok) return;
+    const data = await response.json();
+    sampleSteps = data.steps;
+    if (data.step !== null) stepInput.value = data.step;
+    document.getElementById("sample-count").textContent = `${data.samples.length} samples · steps with samples: ${sampleSteps.length}`;
+    const body = document.querySelector("#samples tbody");
+    body.innerHTML = "";
+    for (const s of data.samples) {
+      const row = body.insertRow();
+      const cells = [
+        s.prompt, s.completion, s.answer,
+        (s.reward ?? 0).toFixed(3),
+        Object.entries(s.rewards || {}).map(([k, v]) => `${k}=${Number(v).toFixed(2)}`).join(" "),
+        s.advantage === null ? "—" : Number(s.advantage).toFixed(3),
+        Object.entries(s.stages || {}).map(([k, v]) => `${k}: ${v}`).join("\n"),
+      ];
+      for (const text of cells) row.insertCell().textContent = text;
+      row.cells[1].className = s.correct ? "correct" : "wrong";
+    }
+  }
+
+  function stepBy(direction) {
+    const current = Number(stepInput.value);
+    const candidates = direction < 0 ? sampleSteps.filter((s) => s < current) : sampleSteps.filter((s) => s > current);
+    if (candidates.length) loadSamples(direction < 0 ? candidates[candidates.length - 1] : candidates[0]);
+  }
+  document.getElementById("sample-prev").addEventListener("click", () => stepBy(-1));
+  document.getElementById("sample-next").addEventListener("click", () => stepBy(1));
+  stepInput.addEventListener("change", () => loadSamples(stepInput.value));
+
+  // ------------------------------------------------------------------ start
+  setProgress(Number(root.dataset.step), Number(root.dataset.trainSeconds));
+  const initial = JSON.parse(document.getElementById("initial-charts").textContent);
+  Promise.all(initial.map(showChart)).then(() => {
+    if (!FINAL.includes(root.dataset.state)) connect();
+  });
+  loadSamples(null);
+  // while the run runs, the inspector follows the newest step until the user picks one
+  let followLatest = true;
+  for (const id of ["sample-prev", "sample-next"]) document.getElementById(id).addEventListener("click", () => { followLatest = false; });
+  stepInput.addEventListener("change", () => { followLatest = false; });
+  setInterval(() => { if (followLatest && root.dataset.state === "running") loadSamples(null); }, 5000);
+})();

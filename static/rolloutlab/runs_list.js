@@ -1,0 +1,23 @@
+// The runs list keeps each row's state and step current without a reload.
+(function () {
+  const rows = Array.from(document.querySelectorAll("#runs-table tr[data-run-id]"));
+  if (!rows.length) return;
+  const ids = rows.map((row) => row.dataset.runId).join(",");
+  const fmt = (v) => (typeof v === "number" ? v.toFixed(3) : "");
+  async function refresh() {
+    const response = await fetch("/api/runs?ids=" + ids, { credentials: "same-origin" });
+    if (!response.ok) return;
+    const { runs } = await response.json();
+    for (const run of runs) {
+      const row = document.querySelector(`tr[data-run-id="${run.id}"]`);
+      if (!row) continue;
+      const state = row.querySelector('[data-field="state"]');
+      state.textContent = run.state;
+      state.className = "state state-" + run.state;
+      row.querySelector('[data-field="step"]').textContent = `${run.step}/${run.total_steps}`;
+      row.querySelector('[data-field="pass1"]').textContent = fmt(run.summary["eval/pass@1"]);
+      row.querySelector('[data-field="reward"]').textContent = fmt(run.summary["reward/mean"]);
+    }
+  }
+  setInterval(refresh, 3000);
+})();

@@ -1,0 +1,101 @@
+"""Fixtures of the platform tests: named users, and a check that no request ends in a server error."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from django.core.signals import got_request_exception
+
+
+@pytest.fixture(autouse=True)
+def no_server_errors():
+    """Every test fails if any request it made raised inside Django (which is a 500)."""
+    errors = []
+
+    def record(sender, request=None, **kwargs):
+        errors.append(getattr(request, "path", "?"))
+
+    got_request_exception.connect(record, weak=False)
+    yield
+    got_request_exception.disconnect(record)
+    assert not errors, f"server errors on {errors}"
+
+
+@pytest.fixture
+def alice(django_user_model):
+    return django_user_model.objects.create_user("alice", password="alice-password")
+
+
+@pytest.fixture
+def bob(django_user_model):
+    return django_user_model.objects.create_user("bob", password="bob-password")
+
+
+@pytest.fixture
+def alice_client(client, alice):
+    client.force_login(alice)
+    return client
+
+
+SMALL_RUN = {
+    "method": "grpo",
+    "model": {"hidden_size": 32, "layers": 2, "heads": 2, "warmup_steps": 150},
+    "task": {"name": "arith", "digits": 1, "operands": 2, "operators": "+-"},
+    "rollout": {"group_size": 4, "prompts_per_step": 4, "max_new_tokens": 4},
+    "schedule": {"steps": 4, "save_final": False},
+    "eval": {"every": 2, "size": 16, "k": 2},
+    "resources": {"device": "cpu"},
+}
+
+
+@pytest.fixture(scope="session")
+def live_stack(django_db_setup, django_db_blocker):
+    """daphne + a Celery worker on the test database, for the whole session."""
+    import redis
+    from django.conf import settings
+
+    from tests.platform.live import LOGS, Stack
+
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()  # no stale runs from an earlier session
+    for old in LOGS.glob("*.log") if LOGS.exists() else []:
+        old.unlink()
+    stack = Stack().start()
+    yield stack
+    stack.stop()
+    assert not stack.server_errors(), stack.server_errors()
+
+
+@pytest.fixture
+def stack(live_stack, transactional_db):
+    """The live stack, with a database whose writes the other processes see."""
+    if live_stack.worker.poll() is not None:  # a test killed it
+        live_stack.start_worker()
+    return live_stack
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    from playwright.sync_api import sync_playwright
+
+    from tests.platform.live import CHROMIUM, CHROMIUM_ARGS
+
+    # Playwright's sync API keeps an event loop running in this thread; the test's own ORM
+    # calls are still plain synchronous code, which Django otherwise refuses beside a loop.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(chromium, stack, tmp_path):
+    """A fresh browser context; any response >= 500 fails the test."""
+    context = chromium.new_context(base_url=stack.url)
+    page = context.new_page()
+    failures = []
+    page.on("response", lambda r: failures.append(f"{r.status} {r.url}") if r.status >= 500 else None)
+    yield page
+    context.close()
+    assert not failures, failures

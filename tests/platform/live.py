@@ -1,0 +1,125 @@
+"""The live stack for end-to-end tests: daphne and a Celery worker as real processes, and Chromium.
+
+All of them use the test database that pytest-django created, the test Redis
+database, and the shared model cache. Their output goes to .cache/live-logs/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[2]
+LOGS = ROOT / ".cache" / "live-logs"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-quic", "--no-first-run", "--disable-sync"]  # fmt: skip
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_database_url() -> str:
+    db = connection.settings_dict
+    return f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+class Stack:
+    def __init__(self):
+        LOGS.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {**os.environ, "DATABASE_URL": test_database_url(), "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO"}
+        self.env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # the servers keep Django's guard
+        self.web = self.worker = None
+        self.worker_count = 0
+
+    def start(self) -> Stack:
+        self.web = self.spawn("daphne", [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
+                                         "rolloutlab.asgi:application"])  # fmt: skip
+        self.start_worker()
+        self.wait_http()
+        return self
+
+    def spawn(self, name: str, command: list[str]) -> subprocess.Popen:
+        log = open(LOGS / f"{name}.log", "ab")
+        return subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)  # fmt: skip
+
+    def start_worker(self) -> None:
+        self.worker_count += 1
+        self.worker = self.spawn("worker", [
+            sys.executable, "-m", "celery", "-A", "rolloutlab", "worker", "-Q", "cpu", "-P", "solo", "-c", "1",
+            "-n", f"test-worker-{self.worker_count}@%h", "--without-gossip", "--without-mingle", "-l", "info",
+        ])  # fmt: skip
+        self.wait_worker()
+
+    def wait_worker(self, seconds: float = 60) -> None:
+        from rolloutlab.celery import app
+
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            replies = app.control.ping(timeout=0.5) or []
+            if any(f"test-worker-{self.worker_count}@" in name for reply in replies for name in reply):
+                return
+        raise RuntimeError(f"the Celery worker did not come up; see {LOGS / 'worker.log'}")
+
+    def kill_worker(self) -> None:
+        """kill -9 the worker: its process and nothing gentler."""
+        os.killpg(self.worker.pid, signal.SIGKILL)
+        self.worker.wait(timeout=10)
+
+    def wait_http(self, seconds: float = 60) -> None:
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            try:
+                urllib.request.urlopen(self.url + "/login/", timeout=1)
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise RuntimeError(f"daphne did not answer; see {LOGS / 'daphne.log'}")
+
+    def api(self, token: str, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as err:
+            return err.code, json.loads(err.read() or b"{}")
+
+    def stop(self) -> None:
+        for proc in (self.worker, self.web):
+            if proc and proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+
+    def server_errors(self) -> list[str]:
+        text = (LOGS / "daphne.log").read_text(errors="replace") if (LOGS / "daphne.log").exists() else ""
+        return [line for line in text.splitlines() if "Internal Server Error" in line or " 500 " in line]
+
+
+def wait_until(predicate, seconds: float, interval: float = 0.1, what: str = "condition"):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {seconds}s waiting for {what}")

@@ -1,0 +1,81 @@
+"""The launch page: a form generated from RunConfig's JSON Schema, errors shown beside their fields."""
+
+import pytest
+
+from rolloutlab.runs.models import Run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def no_dispatch(monkeypatch):
+    monkeypatch.setattr("rolloutlab.runs.services.dispatch", lambda run_id: None)
+
+
+def form_values(client, query=""):
+    """What the browser would submit for the page as served: every field with its shown value."""
+    import re
+    from html import unescape
+
+    page = client.get("/runs/launch/" + query).content.decode()
+    values = {}
+    for name, value in re.findall(r'<input(?![^>]*type="checkbox")[^>]*name="([^"]+)"[^>]*value="([^"]*)"', page):
+        values[name] = unescape(value)
+    for name in re.findall(r'<input type="checkbox" name="([^"]+)"[^>]*checked', page):
+        values[name] = "on"
+    for name, body in re.findall(r'<select name="([^"]+)"[^>]*>(.*?)</select>', page, re.S):
+        chosen = re.search(r"<option[^>]*selected[^>]*>([^<]*)<", body) or re.search(r"<option[^>]*>([^<]*)<", body)
+        values[name] = unescape(chosen.group(1))
+    for name, body in re.findall(r'<textarea name="([^"]+)"[^>]*>(.*?)</textarea>', page, re.S):
+        values[name] = unescape(body)
+    return values
+
+
+def test_it_redirects_anonymous_users_to_login(client):
+    response = client.get("/runs/launch/")
+    assert response.status_code == 302 and "/login/" in response["Location"]
+
+
+def test_it_renders_every_knob_of_the_schema_with_the_preset_values(alice_client):
+    page = alice_client.get("/runs/launch/?method=dapo").content.decode()
+    for name in ("rollout.group_size", "objective.clip_high", "filter.max_rounds", "reward.weights", "seed"):
+        assert f'name="{name}"' in page
+    values = form_values(alice_client, "?method=dapo")
+    assert values["objective.clip_high"] == "0.28" and values["filter.name"] == "dynamic-sampling"
+    assert values["method"] == "dapo"
+
+
+def test_submitting_the_form_as_served_launches_that_method(alice_client):
+    values = form_values(alice_client, "?method=mc-grpo")
+    values["rollout.group_size"] = "4"
+    response = alice_client.post("/runs/launch/", values)
+    run = Run.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/runs/{run.id}/"
+    assert run.method == "mc-grpo" and run.config["rollout"]["group_size"] == 4
+    assert run.config["generate"]["name"] == "pivot"
+
+
+def test_a_bad_knob_is_shown_beside_its_field_and_nothing_is_queued(alice_client):
+    values = form_values(alice_client)
+    values["rollout.group_size"] = "1"
+    values["optimizer.lr"] = "-3"
+    values["reward.weights"] = "{not json"
+    response = alice_client.post("/runs/launch/", values)
+    page = response.content.decode()
+    assert response.status_code == 400
+    assert 'data-field="reward.weights">not valid JSON' in page
+    assert Run.objects.count() == 0
+    values["reward.weights"] = '{"correct": 1.0}'
+    page = alice_client.post("/runs/launch/", values).content.decode()
+    assert 'data-field="rollout.group_size">Input should be greater than or equal to 2' in page
+    assert 'data-field="optimizer.lr">Input should be greater than 0' in page
+    assert 'value="1"' in page  # what the user typed is kept
+    assert Run.objects.count() == 0
+
+
+def test_it_prefills_from_an_existing_run(alice_client):
+    values = form_values(alice_client)
+    values["seed"] = "42"
+    alice_client.post("/runs/launch/", values)
+    run = Run.objects.get()
+    assert form_values(alice_client, f"?from={run.id}")["seed"] == "42"

@@ -1,0 +1,89 @@
+"""Metric storage: COPY ingest with bucket aggregates, and downsampled reads that keep spikes."""
+
+import math
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError
+
+from rolloutlab.metrics.ingest import bucket_rows, write_points
+from rolloutlab.metrics.models import BUCKET_STEPS, MetricBucket, MetricPoint
+from rolloutlab.metrics.series import points_after, read_series, run_keys
+from rolloutlab.runs.models import Project, Run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def run():
+    user = get_user_model().objects.create_user("writer")
+    project = Project.objects.create(name="p", owner=user)
+    return Run.objects.create(project=project, name="r", owner=user, config={}, config_hash="0" * 64)
+
+
+def write_series(run, key, values, start=0):
+    write_points(run.id, [(key, start + i, v, 1.0) for i, v in enumerate(values)])
+
+
+def test_points_are_written_and_read_back_exactly(run):
+    write_series(run, "reward/mean", [0.5, 0.25, 0.75])
+    write_series(run, "policy/loss", [1.0, 2.0])
+    assert MetricPoint.objects.filter(run=run).count() == 5
+    series = read_series(run.id, ["reward/mean", "missing"], max_points=100)
+    assert series == {"reward/mean": {"step": [0, 1, 2], "value": [0.5, 0.25, 0.75], "low": [0.5, 0.25, 0.75],
+                                      "high": [0.5, 0.25, 0.75], "downsampled": False}}  # fmt: skip
+    assert run_keys(run.id) == ["policy/loss", "reward/mean"]
+
+
+def test_buckets_hold_min_max_sum_count_across_writes(run):
+    write_series(run, "k", [1.0, 5.0, 3.0])
+    write_series(run, "k", [-2.0, 4.0], start=3)  # the same bucket, a second transaction
+    bucket = MetricBucket.objects.get(run=run)
+    assert (bucket.first_step, bucket.last_step, bucket.count) == (0, 4, 5)
+    assert (bucket.total, bucket.low, bucket.high) == (11.0, -2.0, 5.0)
+
+
+def test_bucket_rows_split_by_step_range():
+    rows = bucket_rows(7, [(7, 1, s, float(s), 0.0) for s in range(BUCKET_STEPS + 3)])
+    assert [(r[2], r[3], r[4], r[5]) for r in rows] == [
+        (0, 0, BUCKET_STEPS - 1, BUCKET_STEPS),
+        (1, BUCKET_STEPS, BUCKET_STEPS + 2, 3),
+    ]
+
+
+def test_a_duplicate_point_is_refused_and_nothing_of_its_batch_is_kept(run):
+    write_series(run, "k", [1.0])
+    with pytest.raises(IntegrityError):
+        write_points(run.id, [("k", 5, 2.0, 0.0), ("k", 0, 9.0, 0.0)])
+    assert list(MetricPoint.objects.filter(run=run).values_list("step", "value")) == [(0, 1.0)]
+    assert MetricBucket.objects.get(run=run).count == 1
+
+
+@pytest.mark.parametrize("length", [5_000, 100_000])  # the points path and the buckets path
+def test_downsampling_bounds_the_points_and_keeps_a_one_point_spike(run, length):
+    values = [math.sin(i / 500) for i in range(length)]
+    values[length // 3] = 100.0
+    write_series(run, "loss", values)
+    series = read_series(run.id, ["loss"], max_points=500)["loss"]
+    assert series["downsampled"] and len(series["step"]) <= 500
+    assert max(series["high"]) == 100.0
+    assert max(series["value"]) < 100.0  # the mean alone would hide it
+    assert min(series["low"]) == pytest.approx(min(values))
+    assert series["step"] == sorted(series["step"]) and series["step"][0] == 0
+
+
+def test_downsampled_means_match_the_points(run):
+    values = [float(i % 7) for i in range(1000)]
+    write_series(run, "k", values)
+    series = read_series(run.id, ["k"], max_points=100)["k"]
+    width = 10  # 1000 steps into 100 buckets
+    for i, start in enumerate(series["step"]):
+        assert start == i * width
+        assert series["value"][i] == pytest.approx(sum(values[start : start + width]) / width)
+
+
+def test_points_after_resumes_per_key(run):
+    write_series(run, "a", [1.0, 2.0, 3.0])
+    write_series(run, "b", [4.0, 5.0])
+    assert points_after(run.id, {"a": 1, "b": -1}) == {"a": [[2, 3.0]], "b": [[0, 4.0], [1, 5.0]]}
+    assert points_after(run.id, {"a": 2, "b": 1}) == {}

@@ -1,0 +1,59 @@
+"""The run websocket on the real Redis channel layer: resume from a step, then live events."""
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth import get_user_model
+
+from rolloutlab.metrics.ingest import write_points
+from rolloutlab.metrics.realtime import notify, run_group
+from rolloutlab.metrics.routing import websocket_urlpatterns
+from rolloutlab.runs.models import Project, Run
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
+
+
+def make_run():
+    user = get_user_model().objects.create_user("dave")
+    project = Project.objects.create(name="p", owner=user)
+    return user, Run.objects.create(project=project, name="r", owner=user, config={}, config_hash="0" * 64)
+
+
+async def connect(user, run_id):
+    app = URLRouter(websocket_urlpatterns)
+    communicator = WebsocketCommunicator(app, f"/ws/runs/{run_id}/")
+    communicator.scope["user"] = user
+    connected, _ = await communicator.connect()
+    return communicator, connected
+
+
+async def test_a_client_resumes_from_its_last_step_without_gap_or_duplicate():
+    user, run = await sync_to_async(make_run)()
+    rows = [("reward/mean", s, s / 10, 0.0) for s in range(5)] + [("loss", s, -s, 0.0) for s in range(3)]
+    await sync_to_async(write_points)(run.id, rows)
+    socket, connected = await connect(user, run.id)
+    assert connected
+    await socket.send_json_to({"resume": {"reward/mean": 2, "loss": -1}})
+    state = await socket.receive_json_from(timeout=5)
+    assert state == {"kind": "state", "state": "queued", "detail": "", "step": 0}
+    backlog = await socket.receive_json_from(timeout=5)
+    assert backlog == {
+        "kind": "points",
+        "points": {"reward/mean": [[3, 0.3], [4, 0.4]], "loss": [[0, 0], [1, -1], [2, -2]]},
+    }
+    await sync_to_async(notify)(run.id, {"kind": "points", "points": {"reward/mean": [[5, 0.5]]}})
+    assert await socket.receive_json_from(timeout=5) == {"kind": "points", "points": {"reward/mean": [[5, 0.5]]}}
+    await socket.disconnect()
+
+
+async def test_an_anonymous_client_is_refused():
+    from django.contrib.auth.models import AnonymousUser
+
+    _, run = await sync_to_async(make_run)()
+    socket, connected = await connect(AnonymousUser(), run.id)
+    assert not connected
+
+
+async def test_group_names_are_per_run():
+    assert run_group(7) == "run.7" != run_group(8)

@@ -1,0 +1,102 @@
+"""Real services for the tests: PostgreSQL and Redis, reached or started, before Django is configured.
+
+Loaded as a pytest plugin (`-p tests.services` in pyproject.toml) so that it runs
+before pytest-django reads the settings. Where DATABASE_URL / REDIS_URL are set,
+they are used as they are. Otherwise the local servers on their usual ports are
+used when they answer, and when they do not, throwaway ones are started from the
+system's `postgres` and `redis-server` binaries under .cache/services/.
+"""
+
+from __future__ import annotations
+
+import atexit
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STATE = ROOT / ".cache" / "services"
+
+
+def answers(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(host: str, port: int, what: str, seconds: float = 30) -> None:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if answers(host, port):
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"{what} did not start on {host}:{port}")
+
+
+def postgres_binary(name: str) -> str:
+    found = shutil.which(name) if name != "postgres" else None
+    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)
+    if found or candidates:
+        return found or candidates[0]
+    raise RuntimeError(f"PostgreSQL is not reachable on 127.0.0.1:5432 and no '{name}' binary is installed")
+
+
+def start_postgres() -> str:
+    port, data = free_port(), STATE / "postgres"
+    if data.exists():
+        shutil.rmtree(data)
+    data.mkdir(parents=True)
+    user = "postgres"
+    run_as = [] if os.geteuid() != 0 else ["runuser", "-u", "postgres", "--"]
+    if run_as:
+        shutil.chown(data, "postgres")
+    subprocess.run([*run_as, postgres_binary("initdb"), "-D", str(data), "-U", user, "-A", "trust"],
+                   check=True, capture_output=True)  # fmt: skip
+    server = subprocess.Popen(
+        [*run_as, postgres_binary("postgres"), "-D", str(data), "-p", str(port), "-k", str(data), "-h", "127.0.0.1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    atexit.register(server.terminate)
+    wait_for("127.0.0.1", port, "PostgreSQL")
+    return f"postgres://{user}@127.0.0.1:{port}/rolloutlab"
+
+
+def start_redis() -> str:
+    port = free_port()
+    server = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    atexit.register(server.terminate)
+    wait_for("127.0.0.1", port, "Redis")
+    return f"redis://127.0.0.1:{port}/15"
+
+
+def ensure_services() -> None:
+    if "DATABASE_URL" not in os.environ:
+        local = answers("127.0.0.1", 5432)
+        os.environ["DATABASE_URL"] = "postgres://postgres@127.0.0.1:5432/rolloutlab" if local else start_postgres()
+    if "REDIS_URL" not in os.environ:
+        # database 15: the tests flush it, so keep it apart from anything else on the server
+        os.environ["REDIS_URL"] = "redis://127.0.0.1:6379/15" if answers("127.0.0.1", 6379) else start_redis()
+    os.environ.setdefault("ROLLOUTLAB_CACHE", str(ROOT / ".cache" / "rolloutlab"))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rolloutlab.settings")
+    os.environ.setdefault("SECRET_KEY", "tests-only-secret")
+    # fast heartbeats, so that a killed worker's run is declared lost within seconds
+    os.environ.setdefault("HEARTBEAT_INTERVAL_S", "1")
+    os.environ.setdefault("HEARTBEAT_TIMEOUT_S", "6")
+
+
+ensure_services()
