@@ -1,7 +1,8 @@
 # Rollout Lab: the README's commands. Each installs what it needs into .venv first.
-#   make demo    install, then run the example training and print where its metrics are
-#   make test    install, then lint and run every test
-#   make bench   install the benchmark extras, then run every benchmark under bench/
+#   make demo             install, migrate, create the demo login, serve at http://127.0.0.1:8000/
+#   make demo EXAMPLES=1  the same, and queue two example runs
+#   make test             install (Chromium too), then lint and run every test against real services
+#   make bench            install the benchmark extras, then run every benchmark under bench/
 
 PYTHON ?= python3
 VENV := .venv
@@ -10,7 +11,10 @@ STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 export ROLLOUTLAB_CACHE ?= $(CURDIR)/.cache/rolloutlab
 
-.PHONY: install demo test lint bench clean
+PORT ?= 8000
+EXAMPLES ?=
+
+.PHONY: install browser demo test lint bench clean
 
 install: $(STAMP)
 
@@ -26,18 +30,24 @@ $(BENCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e ".[cpu,dev,bench]"
 	touch $(BENCH_STAMP)
 
+# Chromium for the browser tests, from Debian's packages (never a tool's own download)
+browser:
+	@test -x /usr/bin/chromium || { echo "installing Debian's chromium and chromium-driver"; \
+		$$(test $$(id -u) = 0 || echo sudo) env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+		$$(test $$(id -u) = 0 || echo sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; }
+
 demo: install
-	$(BIN)/python -m workers run examples/grpo-arith-quick.yaml --out runs/demo-$$(date +%Y%m%d-%H%M%S)
+	$(BIN)/python manage.py demo --port $(PORT) $(if $(EXAMPLES),--examples)
 
 lint: install
-	$(BIN)/ruff check workers tests bench
-	$(BIN)/ruff format --check workers tests bench
+	$(BIN)/ruff check workers platform tests bench manage.py
+	$(BIN)/ruff format --check workers platform tests bench manage.py
 
-test: lint
+test: lint browser
 	$(BIN)/python -m pytest -q
 
 bench: $(BENCH_STAMP)
-	@for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+	@for script in bench/[!_]*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .ruff_cache

@@ -165,11 +165,14 @@ class Trainer:
         self.check_stop()
         batch = self.stages.replay.mix(collected.batch, step)
         metrics = self.batch_metrics(collected)
+        train_s = 0.0
         if batch.num_groups:
             self.compute_advantages(batch)
             metrics.update(self.advantage_metrics(batch))
             self.check_stop()
+            began_update = time.perf_counter()
             metrics.update(self.update(batch))
+            train_s = time.perf_counter() - began_update
             self.stages.replay.store(batch, step)
         synced = time.perf_counter()
         self.backend.sync_weights()
@@ -179,6 +182,7 @@ class Trainer:
             {
                 "timing/generate_s": collected.generate_s,
                 "timing/reward_s": collected.reward_s,
+                "timing/train_s": train_s,
                 "timing/sync_s": time.perf_counter() - synced,
                 "timing/step_s": step_s,
                 "throughput/rollout_tokens_per_s": float(collected.generated.lengths.sum()) / collected.generate_s,
@@ -186,7 +190,6 @@ class Trainer:
                 **self.system_metrics(),
             }
         )
-        metrics["timing/train_s"] = metrics.pop("_train_s", 0.0)
         self.reporter.samples(step, self.pick_samples(batch, collected.generated))
         if self.cfg.eval.every and step % self.cfg.eval.every == 0:
             self.check_stop()
@@ -250,7 +253,6 @@ class Trainer:
     # ------------------------------------------------------------------ phase: update
     def update(self, batch: RolloutBatch) -> dict[str, float]:
         """schedule.updates_per_batch passes of schedule.minibatches optimizer steps over the samples in the loss."""
-        began = time.perf_counter()
         model, cfg = self.policy.model, self.cfg
         rows = batch.in_loss.nonzero().flatten()  # samples left out of the loss cost no compute
         inputs = self.training_inputs(batch, rows)
@@ -262,9 +264,7 @@ class Trainer:
                 for name, value in self.optimizer_step(inputs, chunk).items():
                     stats.setdefault(name, []).append(value)
         model.eval()
-        summary = {name: float(np.mean(values)) for name, values in stats.items()}
-        summary["_train_s"] = time.perf_counter() - began
-        return summary
+        return {name: float(np.mean(values)) for name, values in stats.items()}
 
     def training_inputs(self, batch: RolloutBatch, rows: torch.Tensor) -> dict[str, torch.Tensor]:
         """Prompt (left-padded) + completion (right-padded) token matrices for the rows in the loss."""

@@ -74,8 +74,10 @@ def stack(live_stack, transactional_db):
     return live_stack
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium():
+    """Headless Chromium from Debian's package, per module: Playwright's event loop, which runs in
+    this thread while it is open, must be gone before tests that run their own loop."""
     from playwright.sync_api import sync_playwright
 
     from tests.platform.live import CHROMIUM, CHROMIUM_ARGS
@@ -87,6 +89,7 @@ def chromium():
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         yield browser
         browser.close()
+    del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
 
 
 @pytest.fixture

@@ -2,11 +2,12 @@
 
 import math
 
+import numpy as np
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError
 
-from rolloutlab.metrics.ingest import bucket_rows, write_points
+from rolloutlab.metrics.ingest import bucket_rows, copy_payload, write_points
 from rolloutlab.metrics.models import BUCKET_STEPS, MetricBucket, MetricPoint
 from rolloutlab.metrics.series import points_after, read_series, run_keys
 from rolloutlab.runs.models import Project, Run
@@ -43,12 +44,25 @@ def test_buckets_hold_min_max_sum_count_across_writes(run):
     assert (bucket.total, bucket.low, bucket.high) == (11.0, -2.0, 5.0)
 
 
-def test_bucket_rows_split_by_step_range():
-    rows = bucket_rows(7, [(7, 1, s, float(s), 0.0) for s in range(BUCKET_STEPS + 3)])
-    assert [(r[2], r[3], r[4], r[5]) for r in rows] == [
-        (0, 0, BUCKET_STEPS - 1, BUCKET_STEPS),
-        (1, BUCKET_STEPS, BUCKET_STEPS + 2, 3),
-    ]
+def test_bucket_rows_match_a_plain_loop():
+    rng = np.random.default_rng(0)
+    keys, steps = rng.integers(1, 4, 2000), rng.permutation(2000) * 3
+    values = rng.standard_normal(2000)
+    expected = {}
+    for k, s, v in zip(keys.tolist(), steps.tolist(), values.tolist()):
+        b = expected.setdefault((k, s // BUCKET_STEPS), [s, s, 0, 0.0, v, v])
+        b[0], b[1], b[2], b[3], b[4], b[5] = min(b[0], s), max(b[1], s), b[2] + 1, b[3] + v, min(b[4], v), max(b[5], v)
+    rows = bucket_rows(7, keys, steps, values)
+    got = {(r[1], r[2]): list(r[3:]) for r in rows}
+    assert got.keys() == expected.keys() and all(r[0] == 7 for r in rows)
+    for bucket, aggregate in expected.items():
+        assert got[bucket] == pytest.approx(aggregate)
+
+
+def test_the_copy_payload_is_postgres_binary_format():
+    payload = copy_payload(3, np.array([5]), np.array([7]), np.array([0.5]), np.array([1.0]))
+    assert payload.startswith(b"PGCOPY\n\xff\r\n\x00") and payload.endswith(b"\xff\xff")
+    assert len(payload) == 19 + 2 + 5 * 4 + 8 + 8 + 4 + 8 + 8 + 2
 
 
 def test_a_duplicate_point_is_refused_and_nothing_of_its_batch_is_kept(run):

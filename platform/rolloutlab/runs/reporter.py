@@ -13,20 +13,21 @@ import time
 from django.conf import settings
 from django.db import close_old_connections, connection
 
-from rolloutlab.metrics.ingest import write_points
+from rolloutlab.metrics.ingest import write_columns
 from rolloutlab.metrics.realtime import notify
 from rolloutlab.runs import services
 from rolloutlab.runs.models import Artifact, LogLine, Run, Sample, State
 from workers.reporting import sha256_tree
 
 STOP_CHECK_INTERVAL_S = 0.5
+NOTIFY_CHUNK = 10_000  # points per websocket message: a bulk backfill must not become one huge message
 
 
 class PlatformReporter:
     def __init__(self, run_id: int):
         self.run_id = run_id
         self.summary: dict[str, float] = dict(Run.objects.get(id=run_id).summary)
-        self._buffer: list[tuple[int, dict[str, float], float]] = []
+        self._columns = self._empty_columns()  # buffered points, column by column
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._wake = threading.Event()
@@ -37,8 +38,13 @@ class PlatformReporter:
 
     # ---------------------------------------------------------------- Reporter protocol
     def metrics(self, step: int, values: dict[str, float]) -> None:
+        wall, count = time.time(), len(values)
         with self._lock:
-            self._buffer.append((step, dict(values), time.time()))
+            names, steps, numbers, walls = self._columns
+            names.extend(values)
+            numbers.extend(values.values())
+            steps.extend([step] * count)
+            walls.extend([wall] * count)
         self._wake.set()
 
     def samples(self, step: int, samples: list[dict]) -> None:
@@ -68,24 +74,27 @@ class PlatformReporter:
         return self._stop
 
     # ---------------------------------------------------------------- writing
+    @staticmethod
+    def _empty_columns() -> tuple[list, list, list, list]:
+        return [], [], [], []  # names, steps, values, walls
+
     def flush(self) -> None:
         """Write and announce everything buffered so far (any thread may call it)."""
         with self._write_lock:
             with self._lock:
-                pending, self._buffer = self._buffer, []
-            if not pending:
+                (names, steps, values, walls), self._columns = self._columns, self._empty_columns()
+            if not names:
                 return
-            rows, points = [], {}
-            for step, values, wall in pending:
-                for name, value in values.items():
-                    rows.append((name, step, value, wall))
-                    points.setdefault(name, []).append([step, value])
-                    self.summary[name] = value
-            last_step = max(step for step, _, _ in pending)
-            write_points(self.run_id, rows)
+            self.summary.update(zip(names, values))  # in report order, so the latest value wins
+            last_step = max(steps)
+            write_columns(self.run_id, names, steps, values, walls)
             train_seconds = self.summary.get("counters/wall_s", 0.0)
             Run.objects.filter(id=self.run_id).update(step=last_step, summary=self.summary, train_seconds=train_seconds)
-        notify(self.run_id, {"kind": "points", "points": points})
+        for start in range(0, len(names), NOTIFY_CHUNK):
+            points: dict[str, list] = {}
+            for name, step, value in zip(names[start : start + NOTIFY_CHUNK], steps[start:], values[start:]):
+                points.setdefault(name, []).append([step, value])
+            notify(self.run_id, {"kind": "points", "points": points})
         notify(self.run_id, {"kind": "progress", "step": last_step, "train_seconds": train_seconds})
 
     def _flush_loop(self) -> None:
