@@ -20,8 +20,6 @@ from rolloutlab.metrics.models import BUCKET_STEPS, MetricBucket, MetricKey, Met
 
 Row = tuple[str, int, float, float]  # (key name, step, value, wall time)
 
-_key_ids: dict[str, int] = {}  # per process, filled only with committed keys: a key's id never changes
-
 # One row of PostgreSQL's binary COPY format: a field count, then (length, big-endian value) per column.
 COPY_ROW = np.dtype([
     ("fields", ">i2"),
@@ -36,14 +34,17 @@ COPY_TRAILER = b"\xff\xff"
 
 
 def key_ids(names: Iterable[str]) -> dict[str, int]:
-    """Ids of the metric keys, creating the ones never seen before."""
-    missing = sorted(set(names) - _key_ids.keys())
-    if not missing:
-        return _key_ids
-    MetricKey.objects.bulk_create([MetricKey(name=n) for n in missing], ignore_conflicts=True)
-    found = dict(MetricKey.objects.filter(name__in=missing).values_list("name", "id"))
-    transaction.on_commit(lambda: _key_ids.update(found))  # a rolled-back key must not be remembered
-    return {**_key_ids, **found}
+    """Ids of the metric keys, creating the ones never seen before.
+
+    Looked up on every write, never cached: a flush names a few dozen keys, the
+    query costs well under a millisecond, and no cache can go stale.
+    """
+    wanted = set(names)
+    found = dict(MetricKey.objects.filter(name__in=wanted).values_list("name", "id"))
+    if len(found) < len(wanted):
+        MetricKey.objects.bulk_create([MetricKey(name=n) for n in wanted - found.keys()], ignore_conflicts=True)
+        found = dict(MetricKey.objects.filter(name__in=wanted).values_list("name", "id"))
+    return found
 
 
 def write_points(run_id: int, rows: Sequence[Row]) -> None:
