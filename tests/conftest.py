@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from django.core.signals import got_request_exception
 
 # One warm-start cache for the whole session, inside the checkout (ignored by git), so the
 # tiny models are built once per machine and every test after the first starts at once.
@@ -37,3 +38,33 @@ def small_config(**sections):
 @pytest.fixture
 def small_cfg():
     return small_config
+
+
+@pytest.fixture(autouse=True)
+def no_server_errors():
+    """Every test fails if any request it made raised inside Django (which is a 500)."""
+    errors = []
+
+    def record(sender, request=None, **kwargs):
+        errors.append(getattr(request, "path", "?"))
+
+    got_request_exception.connect(record, weak=False)
+    yield
+    got_request_exception.disconnect(record)
+    assert not errors, f"server errors on {errors}"
+
+
+@pytest.fixture
+def alice(django_user_model):
+    return django_user_model.objects.create_user("alice", password="alice-password")
+
+
+@pytest.fixture
+def bob(django_user_model):
+    return django_user_model.objects.create_user("bob", password="bob-password")
+
+
+@pytest.fixture
+def alice_client(client, alice):
+    client.force_login(alice)
+    return client

@@ -79,6 +79,7 @@ INSTALLED_APPS = [
     "rolloutlab.accounts",
     "rolloutlab.runs",
     "rolloutlab.metrics",
+    "rolloutlab.compare",
 ]
 
 MIDDLEWARE = [

@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from rolloutlab.compare import views as compare_views
 from rolloutlab.metrics.views import plotly_bundle
 
 urlpatterns = [
@@ -13,4 +14,7 @@ urlpatterns = [
     path("vendor/plotly.min.js", plotly_bundle, name="plotly"),
     path("runs/", include("rolloutlab.runs.urls")),
     path("api/", include("rolloutlab.runs.api_urls")),
+    path("compare/", include("rolloutlab.compare.urls")),
+    path("api/compare", compare_views.compare_data, name="compare-data"),
+    path("api/compare/export", compare_views.compare_export, name="compare-export"),
 ]

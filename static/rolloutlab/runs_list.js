@@ -1,5 +1,14 @@
 // The runs list keeps each row's state and step current without a reload.
 (function () {
+  const button = document.getElementById("compare-selected");
+  if (button) {
+    const picked = () => Array.from(document.querySelectorAll("input.pick:checked")).map((box) => box.value);
+    document.addEventListener("change", () => { button.disabled = picked().length === 0; });
+    button.addEventListener("click", () => { window.location = "/compare/?runs=" + picked().join(","); });
+  }
+})();
+
+(function () {
   const rows = Array.from(document.querySelectorAll("#runs-table tr[data-run-id]"));
   if (!rows.length) return;
   const ids = rows.map((row) => row.dataset.runId).join(",");

@@ -1,42 +1,10 @@
-"""Fixtures of the platform tests: named users, and a check that no request ends in a server error."""
+"""Fixtures of the platform tests: a small run config, the live stack (daphne, a Celery worker) and Chromium."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
-from django.core.signals import got_request_exception
-
-
-@pytest.fixture(autouse=True)
-def no_server_errors():
-    """Every test fails if any request it made raised inside Django (which is a 500)."""
-    errors = []
-
-    def record(sender, request=None, **kwargs):
-        errors.append(getattr(request, "path", "?"))
-
-    got_request_exception.connect(record, weak=False)
-    yield
-    got_request_exception.disconnect(record)
-    assert not errors, f"server errors on {errors}"
-
-
-@pytest.fixture
-def alice(django_user_model):
-    return django_user_model.objects.create_user("alice", password="alice-password")
-
-
-@pytest.fixture
-def bob(django_user_model):
-    return django_user_model.objects.create_user("bob", password="bob-password")
-
-
-@pytest.fixture
-def alice_client(client, alice):
-    client.force_login(alice)
-    return client
-
 
 SMALL_RUN = {
     "method": "grpo",

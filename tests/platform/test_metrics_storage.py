@@ -101,3 +101,16 @@ def test_points_after_resumes_per_key(run):
     write_series(run, "b", [4.0, 5.0])
     assert points_after(run.id, {"a": 1, "b": -1}) == {"a": [[2, 3.0]], "b": [[0, 4.0], [1, 5.0]]}
     assert points_after(run.id, {"a": 2, "b": 1}) == {}
+
+
+def test_first_reaching_finds_the_first_step_at_or_above_the_target(run):
+    from rolloutlab.metrics.series import first_reaching
+
+    values = [0.0] * 1000
+    values[700] = 0.9  # the first crossing, in bucket 5
+    values[300] = 0.49  # close, not enough
+    values[900] = 2.0
+    write_series(run, "k", values)
+    assert first_reaching([run.id], "k", 0.5) == {run.id: 700}
+    assert first_reaching([run.id], "k", 1.5) == {run.id: 900}
+    assert first_reaching([run.id], "k", 3.0) == {}

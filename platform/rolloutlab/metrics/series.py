@@ -111,3 +111,126 @@ def points_after(run_id: int, resume: dict[str, int]) -> dict[str, list[list[flo
 
 def _run_key_ids(run_id: int):
     return MetricBucket.objects.filter(run_id=run_id).values_list("key_id", flat=True).distinct()
+
+
+# ---------------------------------------------------------------------------------------------
+# Many series at once, for the compare page: one query for all (run, key) pairs of a selection.
+
+RAW_LIMIT = 400_000  # up to this many points in a selection, aggregate the points themselves
+
+
+def read_many(run_ids: list[int], names: list[str], points: int = 300) -> dict[tuple[int, str], tuple[list, list]]:
+    """{(run id, key name): (steps, means)} with at most about `points` points per series.
+
+    Each output point is the mean step and mean value of an equal-width slice of
+    the run's steps. Small selections are cut from the points; large ones from the
+    stored buckets (slices of whole buckets, so never finer than BUCKET_STEPS).
+    """
+    if not run_ids or not names:
+        return {}
+    ids = dict(MetricKey.objects.filter(name__in=names).values_list("id", "name"))
+    if not ids:
+        return {}
+    spans = series_spans(run_ids, list(ids))
+    if not spans:
+        return {}
+    total = sum(count for count, _ in spans.values())
+    per_run: dict[int, int] = {}
+    for (run_id, _), (_, last) in spans.items():
+        per_run[run_id] = max(per_run.get(run_id, 0), last)
+    use_points = total <= RAW_LIMIT
+    widths = {}
+    for run_id, last in per_run.items():
+        width = max(1, math.ceil((last + 1) / points))
+        widths[run_id] = width if use_points else math.ceil(width / BUCKET_STEPS) * BUCKET_STEPS
+    rows = slices_from_points(widths, list(ids)) if use_points else slices_from_buckets(widths, list(ids))
+    out: dict[tuple[int, str], tuple[list, list]] = {}
+    for run_id, key_id, step, value in rows:
+        steps, values = out.setdefault((run_id, ids[key_id]), ([], []))
+        steps.append(step)
+        values.append(value)
+    return out
+
+
+def series_spans(run_ids: list[int], key_ids: list[int]) -> dict[tuple[int, int], tuple[int, int]]:
+    """{(run, key): (point count, last step)} from the bucket aggregates."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT run_id, key_id, sum(count), max(last_step) FROM {MetricBucket._meta.db_table} "
+            f"WHERE run_id IN ({_placeholders(run_ids)}) AND key_id IN ({_placeholders(key_ids)}) "
+            "GROUP BY run_id, key_id",
+            [*run_ids, *key_ids],
+        )
+        return {(r, k): (int(c), int(last)) for r, k, c, last in cursor.fetchall()}
+
+
+def _placeholders(values: list) -> str:
+    return ", ".join(["%s"] * len(values))
+
+
+def _widths_table(widths: dict[int, int]) -> tuple[str, list]:
+    """A common table expression `w(run_id, width)` giving each run its slice width (PostgreSQL and SQLite)."""
+    rows = ", ".join(["(%s, %s)"] * len(widths))
+    return f"WITH w(run_id, width) AS (VALUES {rows}) ", [v for pair in widths.items() for v in pair]
+
+
+def slices_from_points(widths: dict[int, int], key_ids: list[int]) -> list[tuple]:
+    with_widths, params = _widths_table(widths)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"{with_widths}SELECT p.run_id, p.key_id, avg(p.step), avg(p.value) FROM {MetricPoint._meta.db_table} p "
+            f"JOIN w ON p.run_id = w.run_id WHERE p.key_id IN ({_placeholders(key_ids)}) "
+            "GROUP BY p.run_id, p.key_id, p.step / w.width ORDER BY 1, 2, 3",
+            [*params, *key_ids],
+        )
+        return cursor.fetchall()
+
+
+def slices_from_buckets(widths: dict[int, int], key_ids: list[int]) -> list[tuple]:
+    with_widths, params = _widths_table(widths)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"{with_widths}SELECT b.run_id, b.key_id, "  # float8 arithmetic: numeric would be several times slower
+            "sum(CAST(b.first_step + b.last_step AS DOUBLE PRECISION) * 0.5 * b.count) / sum(b.count), "
+            "sum(b.total) / sum(b.count) "
+            f"FROM {MetricBucket._meta.db_table} b "
+            f"JOIN w ON b.run_id = w.run_id WHERE b.key_id IN ({_placeholders(key_ids)}) "
+            f"GROUP BY b.run_id, b.key_id, b.bucket * {BUCKET_STEPS} / w.width ORDER BY 1, 2, 3",
+            [*params, *key_ids],
+        )
+        return cursor.fetchall()
+
+
+def first_reaching(run_ids: list[int], name: str, target: float) -> dict[int, int]:
+    """{run id: the first step whose value is >= target} for the runs that reached it.
+
+    The first such point lies in the first bucket whose max reaches the target, so
+    only that bucket's points are read, not the whole series.
+    """
+    key = MetricKey.objects.filter(name=name).values_list("id", flat=True).first()
+    if key is None or not run_ids:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH f(run_id, bucket) AS (SELECT run_id, min(bucket) FROM {MetricBucket._meta.db_table} "
+            f"WHERE run_id IN ({_placeholders(run_ids)}) AND key_id = %s AND high >= %s GROUP BY run_id) "
+            f"SELECT p.run_id, min(p.step) FROM {MetricPoint._meta.db_table} p JOIN f ON p.run_id = f.run_id "
+            "WHERE p.key_id = %s AND p.step >= f.bucket * %s AND p.step < (f.bucket + 1) * %s AND p.value >= %s "
+            "GROUP BY p.run_id",
+            [*run_ids, key, target, key, BUCKET_STEPS, BUCKET_STEPS, target],
+        )
+        return dict(cursor.fetchall())
+
+
+def values_at(pairs: list[tuple[int, int]], name: str) -> dict[int, float]:
+    """{run id: value of the key at that run's step}, for (run id, step) pairs; missing points are left out."""
+    key = MetricKey.objects.filter(name=name).values_list("id", flat=True).first()
+    if key is None or not pairs:
+        return {}
+    condition = " OR ".join(["(run_id = %s AND step = %s)"] * len(pairs))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT run_id, value FROM {MetricPoint._meta.db_table} WHERE key_id = %s AND ({condition})",
+            [key, *[v for pair in pairs for v in pair]],
+        )
+        return dict(cursor.fetchall())

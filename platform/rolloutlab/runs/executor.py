@@ -61,7 +61,8 @@ def execute(run_id: int) -> str:
     finally:
         heartbeat.stop()
         reporter.close()
-    return Run.objects.get(id=run_id).state
+    final = Run.objects.filter(id=run_id).values_list("state", flat=True).first()
+    return final or "deleted"  # a run deleted while it ran (an admin's cleanup) has no state left
 
 
 def train(run_id: int, reporter: PlatformReporter) -> None:

@@ -1,0 +1,256 @@
+"""The compare page's data: runs grouped, curves aggregated across seeds, a final-performance table
+with honest statistics, and the config knobs that differ between groups.
+
+    payload = build_comparison(parse_view(request.GET))
+
+Curves: each run's series (downsampled on the server) is put on the chosen x-axis
+(step, rollout tokens or training seconds, the engine's counters), smoothed with
+a debiased EMA if asked, and interpolated onto a grid spanning the x-range that
+every run of its group has reached; the band is the pointwise 95% t-interval of
+the mean across the group's runs.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from rolloutlab.compare import stats
+from rolloutlab.compare.view import X_AXES, BadView, View
+from rolloutlab.metrics.series import first_reaching, read_many, values_at
+from rolloutlab.runs.models import Run, State
+
+GRID_POINTS = 200
+SEED_POINTS = 100  # per individual-seed curve: keeps 50 runs x 10 metrics under 2 MB
+SERIES_POINTS = 300
+
+
+def select_runs(view: View) -> list[Run]:
+    runs = Run.objects.filter(id__in=view.runs) if view.runs else Run.objects.filter(experiment_id=view.experiment)
+    found = list(runs.order_by("id"))
+    if not found:
+        raise BadView("runs: none of these runs exist")
+    return found
+
+
+def group_label(run: Run, group: str) -> str:
+    if group in ("method", "task", "seed", "name"):
+        return str(getattr(run, group) or "custom")
+    node = run.config
+    for part in group.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return f"{group}={node}"
+
+
+def group_runs(runs: list[Run], group: str) -> dict[str, list[Run]]:
+    groups: dict[str, list[Run]] = defaultdict(list)
+    for run in runs:
+        groups[group_label(run, group)].append(run)
+    return dict(sorted(groups.items()))
+
+
+def ema(values: np.ndarray, weight: float) -> np.ndarray:
+    """TensorBoard's smoothing: s_t = w s_(t-1) + (1 - w) x_t, divided by (1 - w^t) to remove the start bias."""
+    if weight <= 0 or len(values) == 0:
+        return values
+    out, last = np.empty_like(values), 0.0
+    for i, value in enumerate(values):
+        last = weight * last + (1 - weight) * value
+        out[i] = last / (1 - weight ** (i + 1))
+    return out
+
+
+def run_curve(series, run_id: int, metric: str, x_axis: str, weight: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """(x, y) of one run's metric on the chosen axis, or None when it has no points yet."""
+    if (run_id, metric) not in series:
+        return None
+    steps, values = (np.asarray(a, dtype=float) for a in series[(run_id, metric)])
+    counter = X_AXES[x_axis]
+    if counter is None:
+        x = steps
+    else:
+        if (run_id, counter) not in series:
+            return None
+        c_steps, c_values = (np.asarray(a, dtype=float) for a in series[(run_id, counter)])
+        x = np.interp(steps, np.r_[0.0, c_steps], np.r_[0.0, c_values])  # the counters are 0 before step 1
+    return x, ema(values, weight)
+
+
+def aggregate(curves: list[tuple[np.ndarray, np.ndarray]]) -> dict:
+    """Mean and 95% band of a group's curves on a grid over the x-range every one of them covers."""
+    lo = max(x[0] for x, _ in curves)
+    hi = min(x[-1] for x, _ in curves)
+    if len(curves) == 1 or hi <= lo:
+        x, y = curves[0] if len(curves) == 1 else max(curves, key=lambda c: c[0][-1])
+        return {"x": x, "mean": y, "low": None, "high": None, "covered": len(curves) == 1}
+    grid = np.linspace(lo, hi, GRID_POINTS)
+    stacked = np.stack([np.interp(grid, x, y) for x, y in curves])  # (runs, grid)
+    centre, low, high = stats.mean_band(stacked)
+    return {"x": grid, "mean": centre, "low": low, "high": high, "covered": True}
+
+
+def rounded(values) -> list | None:
+    """To 6 significant digits (a smaller payload), NaN to null; vectorised, for hundreds of curves."""
+    if values is None:
+        return None
+    values = np.asarray(values, dtype=float)
+    finite = np.isfinite(values) & (values != 0)
+    scale = np.ones_like(values)
+    scale[finite] = 10.0 ** (5 - np.floor(np.log10(np.abs(values[finite]))))
+    out = (np.round(values * scale) / scale).tolist()
+    return [None if v != v or v in (float("inf"), float("-inf")) else v for v in out]
+
+
+def thin(x: np.ndarray, y: np.ndarray, points: int) -> tuple[np.ndarray, np.ndarray]:
+    if len(x) <= points:
+        return x, y
+    keep = np.unique(np.linspace(0, len(x) - 1, points).round().astype(int))
+    return x[keep], y[keep]
+
+
+def charts(view: View, groups: dict[str, list[Run]], series) -> dict:
+    out = {}
+    for metric in view.metrics:
+        per_group = {}
+        for label, runs in groups.items():
+            curves = {run.id: run_curve(series, run.id, metric, view.x, view.smooth) for run in runs}
+            present = [c for c in curves.values() if c is not None and len(c[0])]
+            if not present:
+                continue
+            agg = aggregate(present)
+            entry = {"x": rounded(agg["x"]), "mean": rounded(agg["mean"]), "low": rounded(agg["low"]),
+                     "high": rounded(agg["high"]), "runs": len(present)}  # fmt: skip
+            if view.seeds:
+                entry["seeds"] = [
+                    {"run": run_id, "x": rounded(thin(*c, SEED_POINTS)[0]), "y": rounded(thin(*c, SEED_POINTS)[1])}
+                    for run_id, c in curves.items()
+                    if c is not None and len(c[0])
+                ]
+            per_group[label] = entry
+        out[metric] = per_group
+    return out
+
+
+def final_table(view: View, groups: dict[str, list[Run]]) -> list[dict]:
+    """Per group: mean, IQM with its bootstrap interval, P(improvement over the baseline), time to target."""
+    metric = view.table_metric
+    scores = {label: [r.summary[metric] for r in runs if metric in r.summary] for label, runs in groups.items()}
+    baseline = scores.get(view.baseline) if view.baseline in scores else None
+    reach = time_to_target(view, groups) if view.target is not None else {}
+    table = []
+    for label, runs in groups.items():
+        values = np.array(scores[label], dtype=float)
+        row = {"group": label, "runs": len(runs), "scored": len(values),
+               "running": sum(r.state in (State.RUNNING, State.QUEUED) for r in runs)}  # fmt: skip
+        if len(values):
+            row["mean"] = stats.mean(values)
+            row["iqm"] = stats.iqm(values)
+            row["iqm_low"], row["iqm_high"] = stats.interval(values, stats.iqm)
+        if baseline and len(values) and label != view.baseline:
+            row["p_improvement"] = stats.probability_of_improvement(values, baseline)
+            row["p_low"], row["p_high"] = stats.improvement_interval(values, baseline)
+        if label in reach:
+            row["reach"] = reach[label]
+        table.append({k: _json_number(v) for k, v in row.items()})
+    return table
+
+
+def _json_number(value):
+    """Floats to 6 significant digits; NaN and infinities (no interval from one run) to null."""
+    if isinstance(value, float):
+        return float(f"{value:.6g}") if np.isfinite(value) else None
+    return value
+
+
+def time_to_target(view: View, groups: dict[str, list[Run]]) -> dict[str, dict]:
+    """Steps, rollout tokens and training seconds each group's runs needed to first reach the target."""
+    metric = view.table_metric
+    run_ids = [r.id for runs in groups.values() for r in runs]
+    first = first_reaching(run_ids, metric, view.target)
+    pairs = [(run_id, step) for run_id, step in first.items()]
+    tokens = values_at(pairs, "counters/rollout_tokens")
+    seconds = values_at(pairs, "counters/wall_s")
+    out = {}
+    for label, runs in groups.items():
+        reached = [r.id for r in runs if r.id in first]
+        if not reached:
+            out[label] = {"reached": 0, "of": len(runs)}
+            continue
+        out[label] = {
+            "reached": len(reached),
+            "of": len(runs),
+            "steps": float(np.mean([first[i] for i in reached])),
+            "tokens": float(np.mean([tokens.get(i, 0.0) for i in reached])),  # step 0: nothing spent yet
+            "seconds": float(np.mean([seconds.get(i, 0.0) for i in reached])),
+        }
+    return out
+
+
+def flatten(config: dict, prefix: str = "") -> dict[str, str]:
+    flat = {}
+    for key, value in config.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value and path != "reward.weights":
+            flat.update(flatten(value, path + "."))
+        else:
+            flat[path] = repr(value) if not isinstance(value, str) else value
+    return flat
+
+
+def config_diff(groups: dict[str, list[Run]]) -> list[dict]:
+    """The knobs whose values are not the same in every run: per group, its value(s)."""
+    flat = {label: [flatten(r.config) for r in runs] for label, runs in groups.items()}
+    knobs = sorted({k for configs in flat.values() for c in configs for k in c})
+    rows = []
+    for knob in knobs:
+        values = {label: sorted({c.get(knob, "—") for c in configs}) for label, configs in flat.items()}
+        if len({v for vs in values.values() for v in vs}) > 1:
+            within = any(len(vs) > 1 for vs in values.values())
+            rows.append({"knob": knob, "within_group": within,
+                         "values": {label: " | ".join(vs) for label, vs in values.items()}})  # fmt: skip
+    rows.sort(key=lambda r: (r["within_group"], r["knob"]))  # the knobs that tell groups apart first
+    return rows
+
+
+def build_comparison(view: View) -> dict:
+    runs = select_runs(view)
+    groups = group_runs(runs, view.group)
+    counters = [c for c in X_AXES.values() if c]
+    series = read_many([r.id for r in runs], sorted(set(view.metrics) | set(counters)), SERIES_POINTS)
+    if view.baseline and view.baseline not in groups:
+        view.baseline = ""
+    return {
+        "permalink": view.query(),
+        "view": {
+            "group": view.group,
+            "metrics": view.metrics,
+            "x": view.x,
+            "smooth": view.smooth,
+            "seeds": view.seeds,
+            "baseline": view.baseline,
+            "target": view.target,
+            "table_metric": view.table_metric,
+        },  # fmt: skip
+        "groups": [
+            {
+                "label": label,
+                "runs": [
+                    {
+                        "id": r.id,
+                        "name": r.name,
+                        "seed": r.seed,
+                        "state": r.state,
+                        "step": r.step,
+                        "total_steps": r.total_steps,
+                    }
+                    for r in members
+                ],
+            }  # fmt: skip
+            for label, members in groups.items()
+        ],
+        "charts": charts(view, groups, series),
+        "table": final_table(view, groups),
+        "diff": config_diff(groups),
+        "live": any(r.state in (State.QUEUED, State.RUNNING) for r in runs),
+    }

@@ -1,0 +1,10 @@
+from django.urls import path
+
+from rolloutlab.compare import views
+
+app_name = "compare"
+urlpatterns = [
+    path("", views.compare_page, name="page"),
+    path("sweep/", views.sweep, name="sweep"),
+    path("experiments/<int:experiment_id>/", views.experiment, name="experiment"),
+]

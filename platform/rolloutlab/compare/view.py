@@ -1,0 +1,101 @@
+"""What a compare page shows, as parsed from (and written back to) its URL: the permalink.
+
+    /compare/?runs=3,4,7&group=method&metrics=eval/pass@1,reward/mean&x=tokens&smooth=0.6
+             &seeds=1&baseline=grpo&target=0.5
+
+Every setting has a default, so a URL with only `runs` (or `experiment`) is complete.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from urllib.parse import urlencode
+
+X_AXES = {"step": None, "tokens": "counters/rollout_tokens", "seconds": "counters/wall_s"}
+DEFAULT_METRICS = ["eval/pass@1", "reward/mean"]
+MAX_RUNS, MAX_METRICS = 200, 12
+_METRIC = re.compile(r"^[\w@./-]{1,200}$")
+_GROUP = re.compile(r"^(method|task|seed|name|[a-z_]+\.[a-z_]+(\.[a-z_]+)?)$")
+
+
+class BadView(ValueError):
+    """A compare URL naming something that cannot be shown; the message says which parameter."""
+
+
+@dataclass
+class View:
+    runs: list[int] = field(default_factory=list)
+    experiment: int | None = None
+    group: str = "method"
+    metrics: list[str] = field(default_factory=lambda: list(DEFAULT_METRICS))
+    x: str = "step"
+    smooth: float = 0.0
+    seeds: bool = False
+    baseline: str = ""
+    target: float | None = None
+    table_metric: str = ""
+
+    def __post_init__(self):
+        self.table_metric = self.table_metric or self.metrics[0]
+
+    def query(self) -> str:
+        """The canonical query string of this view: the permalink."""
+        params = {"runs": ",".join(map(str, self.runs))} if self.runs else {}
+        if self.experiment is not None:
+            params["experiment"] = self.experiment
+        params.update(group=self.group, metrics=",".join(self.metrics), x=self.x, smooth=f"{self.smooth:g}")
+        if self.seeds:
+            params["seeds"] = 1
+        if self.baseline:
+            params["baseline"] = self.baseline
+        if self.target is not None:
+            params["target"] = f"{self.target:g}"
+        if self.table_metric != self.metrics[0]:
+            params["table"] = self.table_metric
+        return urlencode(params, safe=",/@")
+
+
+def parse_view(params) -> View:
+    """A View from query parameters; BadView names the parameter at fault."""
+    view = View(
+        runs=_ids(params.get("runs", ""), "runs"),
+        experiment=_ids(params.get("experiment", ""), "experiment")[0] if params.get("experiment") else None,
+        group=params.get("group") or "method",
+        metrics=[m for m in (params.get("metrics") or ",".join(DEFAULT_METRICS)).split(",") if m],
+        x=params.get("x") or "step",
+        smooth=_number(params.get("smooth") or "0", "smooth"),
+        seeds=params.get("seeds") in ("1", "true", "on"),
+        baseline=params.get("baseline", ""),
+        target=_number(params["target"], "target") if params.get("target") else None,
+        table_metric=params.get("table", ""),
+    )
+    if not view.runs and view.experiment is None:
+        raise BadView("runs: give run ids (runs=1,2,3) or an experiment (experiment=4)")
+    if len(view.runs) > MAX_RUNS:
+        raise BadView(f"runs: at most {MAX_RUNS} runs")
+    if not _GROUP.match(view.group):
+        raise BadView("group: 'method', 'task', 'seed' or a config knob such as 'objective.clip_high'")
+    if not view.metrics or len(view.metrics) > MAX_METRICS or not all(_METRIC.match(m) for m in view.metrics):
+        raise BadView(f"metrics: one to {MAX_METRICS} metric names, comma-separated")
+    if not _METRIC.match(view.table_metric):
+        raise BadView("table: a metric name")
+    if view.x not in X_AXES:
+        raise BadView(f"x: one of {', '.join(X_AXES)}")
+    if not 0 <= view.smooth < 1:
+        raise BadView("smooth: a weight from 0 (none) up to, not including, 1")
+    return view
+
+
+def _ids(text: str, name: str) -> list[int]:
+    parts = [p for p in text.split(",") if p.strip()]
+    if not all(p.strip().isdigit() for p in parts):
+        raise BadView(f"{name}: comma-separated run ids")
+    return [int(p) for p in parts]
+
+
+def _number(text: str, name: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise BadView(f"{name}: a number, not {text!r}") from None

@@ -1,0 +1,123 @@
+"""The compare service on constructed runs: grouping, the three x-axes, time to target, config diff."""
+
+import numpy as np
+import pytest
+from django.contrib.auth import get_user_model
+
+from rolloutlab.compare.service import build_comparison, ema
+from rolloutlab.compare.view import BadView, View, parse_view
+from rolloutlab.metrics.ingest import write_points
+from rolloutlab.runs.models import Project, Run
+from workers.config import resolve
+
+pytestmark = pytest.mark.django_db
+
+
+def make_run(project, method, seed, reward, tokens_per_step, steps=200, **config):
+    cfg = resolve({"method": method, "seed": seed, **config}).model_dump(mode="json")
+    run = Run.objects.create(
+        project=project, name=f"{method}-{seed}", owner=project.owner, method=method, seed=seed,
+        config=cfg, config_hash="0" * 64, state="succeeded", total_steps=steps,
+    )  # fmt: skip
+    rows = []
+    for step in range(1, steps + 1):
+        rows += [("reward/mean", step, reward(step)), ("counters/rollout_tokens", step, tokens_per_step * step),
+                 ("counters/wall_s", step, 0.1 * step)]  # fmt: skip
+    write_points(run.id, [(name, step, value, 0.0) for name, step, value in rows])
+    run.summary = {"reward/mean": reward(steps)}
+    run.save()
+    return run
+
+
+@pytest.fixture
+def project():
+    return Project.objects.create(name="p", owner=get_user_model().objects.create_user("frank"))
+
+
+def at(chart, x):
+    """The group's mean curve at x."""
+    return float(np.interp(x, chart["x"], chart["mean"]))
+
+
+def test_the_tokens_axis_reorders_methods_that_spend_tokens_differently(project):
+    # A learns faster per step but spends 1000 tokens a step; B slower per step, 400 tokens a step
+    a = [make_run(project, "grpo", s, lambda t, s=s: t / 100 + 0.001 * s, 1000) for s in (0, 1)]
+    b = [make_run(project, "dapo", s, lambda t, s=s: t / 150 + 0.001 * s, 400) for s in (0, 1)]
+    runs = [r.id for r in a + b]
+    by_step = build_comparison(View(runs=runs, metrics=["reward/mean"], x="step"))["charts"]["reward/mean"]
+    assert at(by_step["grpo"], 100) > at(by_step["dapo"], 100)
+    by_tokens = build_comparison(View(runs=runs, metrics=["reward/mean"], x="tokens"))["charts"]["reward/mean"]
+    assert at(by_tokens["grpo"], 60_000) < at(by_tokens["dapo"], 60_000)
+    # per token, B reaches 1.0 after 150 steps x 400 = 60,000 tokens; A after 100 x 1000 = 100,000
+    table = build_comparison(View(runs=runs, metrics=["reward/mean"], target=1.0))["table"]
+    reach = {row["group"]: row["reach"] for row in table}
+    assert reach["grpo"]["steps"] < reach["dapo"]["steps"]
+    assert reach["grpo"]["tokens"] > reach["dapo"]["tokens"]
+    assert reach["grpo"]["seconds"] == pytest.approx(0.1 * 100, abs=0.2)
+
+
+def test_groups_get_bands_and_the_table_its_statistics(project):
+    # exact binary fractions, so that equal scores are equal
+    runs = [make_run(project, "grpo", s, lambda t, s=s: 0.5 + 0.125 * s, 10, steps=50) for s in range(4)]
+    runs += [make_run(project, "rloo", s, lambda t, s=s: 0.25 + 0.125 * s, 10, steps=50) for s in range(4)]
+    data = build_comparison(View(runs=[r.id for r in runs], metrics=["reward/mean"], baseline="rloo"))
+    grpo = data["charts"]["reward/mean"]["grpo"]
+    assert grpo["runs"] == 4 and len(grpo["x"]) == 200
+    assert grpo["mean"][0] == pytest.approx(0.6875) and grpo["low"][0] < 0.6875 < grpo["high"][0]
+    rows = {row["group"]: row for row in data["table"]}
+    assert rows["grpo"]["mean"] == pytest.approx(0.6875) and rows["grpo"]["iqm"] == pytest.approx(0.6875)
+    # {.5 .625 .75 .875} against {.25 .375 .5 .625}: 13 wins and 2 ties of 16 pairs
+    assert rows["grpo"]["p_improvement"] == pytest.approx(14 / 16)
+    assert rows["grpo"]["p_low"] <= 14 / 16 <= rows["grpo"]["p_high"]
+    assert "p_improvement" not in rows["rloo"]  # the baseline itself
+
+
+def test_the_config_diff_shows_only_the_knobs_that_differ(project):
+    runs = [make_run(project, "grpo", 0, lambda t: 0.1, 1), make_run(project, "gspo", 1, lambda t: 0.1, 1)]
+    diff = {row["knob"]: row for row in build_comparison(View(runs=[r.id for r in runs]))["diff"]}
+    assert diff["objective.name"]["values"] == {"grpo": "token-clip", "gspo": "sequence-clip"}
+    assert "rollout.group_size" not in diff and "seed" in diff and "method" in diff
+
+
+def test_grouping_by_a_config_knob(project):
+    runs = [make_run(project, "grpo", 0, lambda t: 0.1, 1, rollout={"group_size": g}) for g in (4, 8)]
+    data = build_comparison(View(runs=[r.id for r in runs], group="rollout.group_size"))
+    assert [g["label"] for g in data["groups"]] == ["rollout.group_size=4", "rollout.group_size=8"]
+
+
+def test_individual_seeds_on_demand(project):
+    runs = [make_run(project, "grpo", s, lambda t, s=s: 0.1 * s, 1) for s in range(2)]
+    chart = build_comparison(View(runs=[r.id for r in runs], metrics=["reward/mean"], seeds=True))["charts"]
+    assert [s["run"] for s in chart["reward/mean"]["grpo"]["seeds"]] == [r.id for r in runs]
+
+
+def test_ema_is_debiased():
+    assert list(ema(np.array([2.0, 2.0, 2.0]), 0.9)) == pytest.approx([2.0, 2.0, 2.0])
+    assert ema(np.array([0.0, 1.0]), 0.5)[1] == pytest.approx((0.5 * 0 * 0.5 + 0.5 * 1) / (1 - 0.25))
+
+
+def test_the_permalink_round_trips():
+    view = View(runs=[3, 1], metrics=["eval/pass@1", "policy/loss"], x="tokens", smooth=0.6, seeds=True,
+                baseline="grpo", target=0.5, group="objective.clip_high")  # fmt: skip
+    again = parse_view(dict(pair.split("=", 1) for pair in view.query().split("&")))
+    assert again == view
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [({}, "runs:"), ({"runs": "1,x"}, "runs:"), ({"runs": "1", "x": "hours"}, "x: one of step, tokens, seconds"),
+     ({"runs": "1", "smooth": "1"}, "smooth:"), ({"runs": "1", "group": "a;drop"}, "group:"),
+     ({"runs": "1", "target": "high"}, "target: a number")],
+)  # fmt: skip
+def test_a_bad_view_names_its_parameter(params, message):
+    with pytest.raises(BadView, match=message):
+        parse_view(params)
+
+
+def test_a_group_of_one_run_has_no_interval_and_the_payload_is_strict_json(project):
+    import json
+
+    run = make_run(project, "grpo", 0, lambda t: 0.5, 1, steps=10)
+    data = build_comparison(View(runs=[run.id], metrics=["reward/mean"]))
+    json.dumps(data, allow_nan=False)  # NaN is not JSON: browsers refuse it
+    assert data["table"][0]["iqm_low"] is None and data["charts"]["reward/mean"]["grpo"]["low"] is None
