@@ -4,6 +4,10 @@
     python -m workers methods          # the method presets, one line each
     python -m workers schema           # RunConfig's JSON Schema
     python -m workers validate CONFIG  # the resolved config and its hash
+    python -m workers run --from-bundle run.zip --out runs/again   # reproduce a bundled run
+    python -m workers bundle runs/demo --out demo.zip             # bundle a finished run directory
+    python -m workers verify-bundle demo.zip                       # intact, or what was altered
+    python -m workers compare-runs runs/demo runs/again            # identical, or the first divergence
 
 Bad input (an unknown knob or method, a value out of range, a missing or
 malformed dataset file) prints one message naming the field or the file and
@@ -32,8 +36,9 @@ class Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="python -m workers", description="Rollout Lab trainer")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    run = commands.add_parser("run", help="train from a YAML run config")
-    run.add_argument("config", type=Path, help="YAML run config")
+    run = commands.add_parser("run", help="train from a YAML run config (or a bundle's)")
+    run.add_argument("config", type=Path, nargs="?", help="YAML run config")
+    run.add_argument("--from-bundle", type=Path, help="reproduce the run of a bundle (instead of CONFIG)")
     run.add_argument("--out", type=Path, required=True, help="directory for metrics.jsonl, samples, checkpoints")
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -42,6 +47,14 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE")
     commands.add_parser("methods", help="list the method presets")
     commands.add_parser("schema", help="print RunConfig's JSON Schema")
+    bundle = commands.add_parser("bundle", help="bundle a finished run directory")
+    bundle.add_argument("run_dir", type=Path)
+    bundle.add_argument("--out", type=Path, required=True, help="the .zip to write")
+    verify = commands.add_parser("verify-bundle", help="check that no byte of a bundle was changed")
+    verify.add_argument("bundle", type=Path)
+    compare = commands.add_parser("compare-runs", help="identical metric streams, or the first divergence")
+    compare.add_argument("original", type=Path)
+    compare.add_argument("rerun", type=Path)
     return parser
 
 
@@ -84,7 +97,14 @@ def cmd_run(args) -> int:
     from workers.models import check_model_source
     from workers.tasks import build_task
 
-    cfg = load_config(args.config, args.overrides)
+    if (args.config is None) == (args.from_bundle is None):
+        raise UserError("run: give a config file or --from-bundle FILE, not both")
+    if args.from_bundle is not None:
+        from workers.bundle import read_bundle
+
+        cfg = load_config(None, args.overrides, base=read_bundle(args.from_bundle).config)
+    else:
+        cfg = load_config(args.config, args.overrides)
     out: Path = args.out
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UserError(f"--out {out}: already exists and is not empty; give a new directory")
@@ -120,4 +140,44 @@ def train(cfg, task, out: Path, progress: bool = True) -> int:
     return EXIT_OK if state == "succeeded" else EXIT_CANCELLED
 
 
-COMMANDS = {"run": cmd_run, "methods": cmd_methods, "schema": cmd_schema, "validate": cmd_validate}
+def cmd_bundle(args) -> int:
+    from workers.bundle import bundle_run_dir
+
+    if args.out.exists():
+        raise UserError(f"--out {args.out}: already exists")
+    print(f"{args.out}  bundle sha256 {bundle_run_dir(args.run_dir, args.out)}")
+    return EXIT_OK
+
+
+def cmd_verify_bundle(args) -> int:
+    from workers.bundle import read_bundle
+
+    bundle = read_bundle(args.bundle)  # BundleError: altered, exit 2
+    print(f"intact: {args.bundle}  bundle sha256 {bundle.sha256}")
+    return EXIT_OK
+
+
+def cmd_compare_runs(args) -> int:
+    from workers.audit import compare_streams
+    from workers.reporting import read_metrics
+
+    for directory in (args.original, args.rerun):
+        if not (directory / "metrics.jsonl").is_file():
+            raise UserError(f"{directory}: not a run directory (no metrics.jsonl)")
+    verdict = compare_streams(read_metrics(args.original / "metrics.jsonl"), read_metrics(args.rerun / "metrics.jsonl"))
+    if verdict["identical"]:
+        print(f"identical: {verdict['compared']} metric points")
+        return EXIT_OK
+    print(f"diverged at step {verdict['step']}, {verdict['metric']}: {verdict['original']} -> {verdict['rerun']}")
+    return EXIT_FAILED
+
+
+COMMANDS = {
+    "run": cmd_run,
+    "methods": cmd_methods,
+    "schema": cmd_schema,
+    "validate": cmd_validate,
+    "bundle": cmd_bundle,
+    "verify-bundle": cmd_verify_bundle,
+    "compare-runs": cmd_compare_runs,
+}

@@ -20,6 +20,7 @@ import random
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -85,11 +86,13 @@ def code_state() -> dict[str, object]:
 
 
 def packages() -> dict[str, str]:
-    found = {}
-    for dist in importlib.metadata.distributions():
+    """{name: version} of every installed distribution; where two copies are on the path, the one
+    Python imports (the first on sys.path) is the one recorded."""
+    found: dict[str, str] = {}
+    for dist in importlib.metadata.distributions():  # in sys.path order
         name = dist.metadata["Name"]
         if name:
-            found[name.lower()] = dist.version
+            found.setdefault(name.lower().replace("_", "-"), dist.version)
     return dict(sorted(found.items()))
 
 
@@ -105,7 +108,7 @@ def cpu_model() -> str:
 
 def gpu_state() -> dict[str, object]:
     if not torch.cuda.is_available():
-        return {"cuda": torch.version.cuda, "cudnn": None, "driver": None, "devices": []}
+        return {"cuda": torch.version.cuda, "cudnn": None, "driver": None, "devices": [], "device_count": 0}
     driver = None
     try:
         out = subprocess.run(
@@ -122,12 +125,15 @@ def gpu_state() -> dict[str, object]:
         "cudnn": torch.backends.cudnn.version(),
         "driver": driver,
         "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
+        "device_count": torch.cuda.device_count(),
     }
 
 
 def capture_environment(cfg, *, dataset_fingerprint: str, weights_fingerprint: str, determinism: dict) -> dict:
-    """The reproducibility record of a run, taken before its first step."""
-    return {
+    """The reproducibility record of a run, taken before its first step. It reads the machine and
+    draws no random number, so taking it cannot change what the run computes."""
+    started = time.perf_counter()
+    record = {
         "code": code_state(),
         "python": sys.version,
         "packages": packages(),
@@ -144,3 +150,5 @@ def capture_environment(cfg, *, dataset_fingerprint: str, weights_fingerprint: s
         "initial_weights_sha256": weights_fingerprint,
         "determinism": determinism,
     }
+    record["capture_seconds"] = time.perf_counter() - started
+    return record

@@ -14,6 +14,7 @@ asks which method it is running.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import math
 import time
@@ -88,6 +89,8 @@ class Trainer:
         self.sampling_rng = torch.Generator(self.device).manual_seed(cfg.seed)
         self.shuffle_rng = torch.Generator().manual_seed(cfg.seed + 1)
         self.counters = {"counters/rollout_tokens": 0.0, "counters/samples": 0.0, "counters/wall_s": 0.0}
+        self.data_stream = hashlib.sha256()  # every training example drawn, in order: the exact data used
+        self.examples_drawn = 0
         self.environment: dict | None = None
 
     # ------------------------------------------------------------------ set-up helpers
@@ -131,9 +134,11 @@ class Trainer:
                     self.reporter.log(f"time limit of {limit:g}s reached after step {step}")
                     break
         except Cancelled:
+            self.record_data_stream()
             self.reporter.status("cancelled", f"stopped after step {last_step}")
             return "cancelled"
         self.finish(last_step)
+        self.record_data_stream()
         self.reporter.status("succeeded", f"{last_step} steps")
         return "succeeded"
 
@@ -158,6 +163,14 @@ class Trainer:
             path = Path(self.artifacts_dir) / "environment.json"
             path.write_text(json.dumps(self.environment, indent=1))
             self.reporter.artifact(str(path), "environment")
+
+    def record_data_stream(self) -> None:
+        """The fingerprint of the exact training examples this run drew, written once it has drawn them all."""
+        if self.artifacts_dir is None:
+            return
+        path = Path(self.artifacts_dir) / "data_stream.json"
+        path.write_text(json.dumps({"sha256": self.data_stream.hexdigest(), "examples": self.examples_drawn}))
+        self.reporter.artifact(str(path), "data-stream")
 
     def step(self, step: int) -> dict[str, float]:
         began = time.perf_counter()
@@ -213,6 +226,7 @@ class Trainer:
         while rounds < self.stages.filter.max_rounds and sum(b.num_groups for b in kept) < budget.prompts:
             rounds += 1
             examples = self.task.train_batch(budget.prompts - sum(b.num_groups for b in kept), self.data_rng)
+            self.note_examples(examples)
             t = time.perf_counter()
             batch = self.stages.generate(ctx, examples, budget)
             generate_s += time.perf_counter() - t
@@ -227,6 +241,11 @@ class Trainer:
         self.counters["counters/rollout_tokens"] += float(everything.lengths.sum())
         self.counters["counters/samples"] += everything.num_samples
         return Collected(RolloutBatch.concat(kept), everything, rounds, generate_s, reward_s)
+
+    def note_examples(self, examples) -> None:
+        for example in examples:
+            self.data_stream.update(f"{example.prompt}\0{example.answer}\n".encode())
+        self.examples_drawn += len(examples)
 
     def score(self, batch: RolloutBatch) -> None:
         """Run every reward function on every completion; the reward is their weighted sum."""

@@ -80,6 +80,7 @@ INSTALLED_APPS = [
     "rolloutlab.runs",
     "rolloutlab.metrics",
     "rolloutlab.compare",
+    "rolloutlab.audit",
 ]
 
 MIDDLEWARE = [

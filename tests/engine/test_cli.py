@@ -54,7 +54,7 @@ def test_run_writes_metrics_config_environment_and_checkpoint(small_yaml, tmp_pa
     assert json.loads((out_dir / "environment.json").read_text())["seeds"]["run"] == 7
     assert (out_dir / "checkpoints" / "step-3" / "config.json").is_file()
     artifacts = [json.loads(line) for line in (out_dir / "artifacts.jsonl").read_text().splitlines()]
-    assert {a["kind"] for a in artifacts} == {"environment", "checkpoint"}
+    assert {a["kind"] for a in artifacts} == {"environment", "checkpoint", "data-stream"}
     assert all(len(a["sha256"]) == 64 for a in artifacts)
     assert json.loads((out_dir / "status.jsonl").read_text().splitlines()[-1])["state"] == "succeeded"
     assert "step" in out.stderr and "pass@1" in out.stderr  # the progress bar

@@ -61,6 +61,9 @@ def execute(run_id: int) -> str:
     finally:
         heartbeat.stop()
         reporter.close()
+    from rolloutlab.audit.services import complete_verification
+
+    complete_verification(run_id)  # if this run was a verification rerun, compare it with its original now
     final = Run.objects.filter(id=run_id).values_list("state", flat=True).first()
     return final or "deleted"  # a run deleted while it ran (an admin's cleanup) has no state left
 

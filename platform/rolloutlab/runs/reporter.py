@@ -64,7 +64,10 @@ class PlatformReporter:
     def artifact(self, path: str, kind: str) -> None:
         from pathlib import Path
 
+        from rolloutlab.audit.services import keep_record
+
         Artifact.objects.create(run_id=self.run_id, kind=kind, path=path, sha256=sha256_tree(Path(path)))
+        keep_record(self.run_id, path, kind)
 
     def should_stop(self) -> bool:
         now = time.monotonic()

@@ -1,0 +1,26 @@
+"""`python manage.py import_bundle FILE [--user NAME] [--project imported]`: a bundle as a run of this platform."""
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from rolloutlab.audit.services import import_bundle
+from workers.bundle import BundleError
+
+
+class Command(BaseCommand):
+    help = "Import a run bundle (refused if any byte of it was altered)"
+
+    def add_arguments(self, parser):
+        parser.add_argument("bundle")
+        parser.add_argument("--user", default="demo")
+        parser.add_argument("--project", default="imported")
+
+    def handle(self, *args, bundle, user, project, **options):
+        owner = get_user_model().objects.filter(username=user).first()
+        if owner is None:
+            raise CommandError(f"no user named {user!r}")
+        try:
+            run = import_bundle(bundle, owner, project)
+        except BundleError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(f"imported run #{run.id}: {run.name} ({run.summary.get('eval/pass@1', '—')} eval/pass@1)")
