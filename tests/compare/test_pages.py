@@ -2,7 +2,6 @@
 
 import csv
 import io
-import re
 from html import unescape
 
 import pyarrow.parquet as pq
@@ -11,6 +10,7 @@ import pytest
 from rolloutlab.metrics.ingest import write_points
 from rolloutlab.runs.models import Experiment, Run
 from tests.compare.test_comparison import make_run
+from tests.forms import form_values
 
 pytestmark = pytest.mark.django_db
 
@@ -61,15 +61,8 @@ def test_parquet_export_is_the_same_table(alice_client, two_runs):
 
 
 def sweep_form(client, method="grpo"):
-    page = client.get(f"/compare/sweep/?method={method}").content.decode()
-    values = {}
-    for name, value in re.findall(r'<input(?![^>]*type="checkbox")[^>]*name="([^"]+)"[^>]*value="([^"]*)"', page):
-        values[name] = unescape(value)
-    for name, body in re.findall(r'<select name="([^"]+)"[^>]*>(.*?)</select>', page, re.S):
-        chosen = re.search(r"<option[^>]*selected[^>]*>([^<]*)<", body) or re.search(r"<option[^>]*>([^<]*)<", body)
-        values[name] = unescape(chosen.group(1))
-    for name, body in re.findall(r'<textarea name="([^"]+)"[^>]*>(.*?)</textarea>', page, re.S):
-        values[name] = unescape(body)
+    values = form_values(client.get(f"/compare/sweep/?method={method}").content.decode())
+    values.pop("methods", None)  # the tests tick the methods themselves
     return values
 
 

@@ -3,6 +3,7 @@
 import pytest
 
 from rolloutlab.runs.models import Run
+from tests.forms import form_values as read_form
 
 pytestmark = pytest.mark.django_db
 
@@ -13,22 +14,8 @@ def no_dispatch(monkeypatch):
 
 
 def form_values(client, query=""):
-    """What the browser would submit for the page as served: every field with its shown value."""
-    import re
-    from html import unescape
-
-    page = client.get("/runs/launch/" + query).content.decode()
-    values = {}
-    for name, value in re.findall(r'<input(?![^>]*type="checkbox")[^>]*name="([^"]+)"[^>]*value="([^"]*)"', page):
-        values[name] = unescape(value)
-    for name in re.findall(r'<input type="checkbox" name="([^"]+)"[^>]*checked', page):
-        values[name] = "on"
-    for name, body in re.findall(r'<select name="([^"]+)"[^>]*>(.*?)</select>', page, re.S):
-        chosen = re.search(r"<option[^>]*selected[^>]*>([^<]*)<", body) or re.search(r"<option[^>]*>([^<]*)<", body)
-        values[name] = unescape(chosen.group(1))
-    for name, body in re.findall(r'<textarea name="([^"]+)"[^>]*>(.*?)</textarea>', page, re.S):
-        values[name] = unescape(body)
-    return values
+    """What the browser would submit for the launch page as served."""
+    return read_form(client.get("/runs/launch/" + query).content.decode())
 
 
 def test_it_redirects_anonymous_users_to_login(client):
@@ -79,3 +66,17 @@ def test_it_prefills_from_an_existing_run(alice_client):
     alice_client.post("/runs/launch/", values)
     run = Run.objects.get()
     assert form_values(alice_client, f"?from={run.id}")["seed"] == "42"
+
+
+def test_the_runs_list_sorts_by_any_final_metric(alice_client, alice):
+    from rolloutlab.runs.models import Project
+
+    project = Project.objects.create(name="p", owner=alice)
+    for name, value in (("low", 0.1), ("high", 0.9), ("none", None)):
+        summary = {} if value is None else {"policy/entropy": value}
+        Run.objects.create(project=project, name=name, owner=alice, config={}, config_hash="0" * 64, summary=summary)
+    page = alice_client.get("/runs/?sort=-metric:policy/entropy").content.decode()
+    assert page.index(">high<") < page.index(">low<") < page.index(">none<")  # runs without it last
+    assert 'value="-metric:policy/entropy" selected' in page
+    page = alice_client.get("/runs/?sort=metric:policy/entropy").content.decode()
+    assert page.index(">low<") < page.index(">high<") < page.index(">none<")

@@ -73,6 +73,18 @@ def problem_space(task_cfg) -> int | None:
     return None
 
 
+def held_out_split(draw, size: int, seed: int) -> list[Example]:
+    """The first `size` distinct problems that draw(rng) yields from its own fixed seed."""
+    rng = np.random.default_rng(seed)
+    held: dict[str, Example] = {}
+    for _ in range(size * 50):
+        if len(held) == size:
+            break
+        example = draw(rng)
+        held.setdefault(example.prompt, example)
+    return list(held.values())
+
+
 def held_out_size(eval_size: int, space: int) -> int:
     """How many problems a generated task keeps out of training: HELD_OUT, at most half the problem space.
 

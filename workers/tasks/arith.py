@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 
-from workers.tasks import TASKS, Example, held_out_size, problem_space, sha256_lines
+from workers.tasks import TASKS, Example, held_out_size, held_out_split, problem_space, sha256_lines
 from workers.tasks.expressions import ParseError, parse
 
 _INTEGER = re.compile(r"^-?\d+$")
@@ -29,17 +29,10 @@ class ArithTask:
         self.warmup_digits = min(cfg.task.warmup_digits, self.digits)
         self.warmup_operands = min(cfg.task.warmup_operands, self.operands)
         self.warmup_full_share = cfg.task.warmup_full_share
-        rng = np.random.default_rng(EVAL_SEED)
-        held_out: dict[str, Example] = {}
         size = held_out_size(cfg.eval.size, problem_space(cfg.task))
-        for _ in range(size * 50):
-            if len(held_out) == size:
-                break
-            example = self.draw(rng, self.digits)
-            held_out.setdefault(example.prompt, example)
-        self._held_out_examples = list(held_out.values())
+        self._held_out_examples = held_out_split(lambda rng: self.draw(rng, self.digits), size, EVAL_SEED)
         self._eval = self._held_out_examples[: cfg.eval.size]
-        self._held_out = set(held_out)
+        self._held_out = {e.prompt for e in self._held_out_examples}
 
     def draw(self, rng: np.random.Generator, digits: int, count: int | None = None) -> Example:
         count = count or self.operands

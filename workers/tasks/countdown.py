@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from workers.tasks import TASKS, Example, held_out_size, problem_space, sha256_lines
+from workers.tasks import TASKS, Example, held_out_size, held_out_split, problem_space, sha256_lines
 from workers.tasks.expressions import ParseError, parse
 
 EVAL_SEED = 2_000_003
@@ -27,17 +27,12 @@ class CountdownTask:
         self.warmup_digits = min(cfg.task.warmup_digits, self.digits)
         self.warmup_count = min(cfg.task.warmup_operands, self.count)
         self.warmup_full_share = cfg.task.warmup_full_share
-        rng = np.random.default_rng(EVAL_SEED)
-        held_out: dict[str, Example] = {}
         size = held_out_size(cfg.eval.size, problem_space(cfg.task))
-        for _ in range(size * 50):
-            if len(held_out) == size:
-                break
-            example, _ = self.draw(rng, self.digits, self.count)
-            held_out.setdefault(example.prompt, example)
-        self._held_out_examples = list(held_out.values())
+        self._held_out_examples = held_out_split(
+            lambda rng: self.draw(rng, self.digits, self.count)[0], size, EVAL_SEED
+        )
         self._eval = self._held_out_examples[: cfg.eval.size]
-        self._held_out = set(held_out)
+        self._held_out = {e.prompt for e in self._held_out_examples}
 
     def draw(self, rng: np.random.Generator, digits: int, count: int) -> tuple[Example, str]:
         """A problem and one solution, found by building a random expression first."""

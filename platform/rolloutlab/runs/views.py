@@ -40,15 +40,17 @@ def filtered_runs(params) -> tuple:
 @login_required
 def run_list(request):
     runs, filters, sort = filtered_runs(request.GET)
+    shown = list(runs[:500])
+    metrics = sorted({key for run in shown for key in run.summary})  # any final metric can be sorted on
     context = {
-        "runs": runs[:500],
+        "runs": shown,
         "filters": filters,
         "sort": sort,
         "projects": Project.objects.values_list("name", flat=True),
         "methods": sorted(METHODS),
         "states": [s.value for s in State],
         "tags": Tag.objects.values_list("name", flat=True),
-        "sort_metrics": ["eval/pass@1", "eval/pass@k", "reward/mean", "counters/rollout_tokens", "counters/wall_s"],
+        "sort_metrics": metrics or ["eval/pass@1", "reward/mean"],
     }
     return render(request, "runs/list.html", context)
 
