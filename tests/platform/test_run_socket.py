@@ -1,10 +1,12 @@
 """The run websocket on the real Redis channel layer: resume from a step, then live events."""
 
 import pytest
+import pytest_asyncio
 from asgiref.sync import sync_to_async
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
+from django.db import connections
 
 from rolloutlab.metrics.ingest import write_points
 from rolloutlab.metrics.realtime import notify, run_group
@@ -12,6 +14,14 @@ from rolloutlab.metrics.routing import websocket_urlpatterns
 from rolloutlab.runs.models import Project, Run
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
+
+
+@pytest_asyncio.fixture(autouse=True)
+async def close_worker_thread_connections():
+    """The consumer's queries run on asgiref's worker thread, which outlives the test: close its
+    connections there, or they keep the test database open past the session."""
+    yield
+    await sync_to_async(connections.close_all)()
 
 
 def make_run():
