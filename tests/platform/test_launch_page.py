@@ -2,8 +2,8 @@
 
 import pytest
 
-from rolloutlab.runs.models import Run
-from tests.forms import form_values as read_form
+from rolloutlab.runs.models import Project, Run
+from tests.forms import form_values
 
 pytestmark = pytest.mark.django_db
 
@@ -13,9 +13,9 @@ def no_dispatch(monkeypatch):
     monkeypatch.setattr("rolloutlab.runs.services.dispatch", lambda run_id: None)
 
 
-def form_values(client, query=""):
+def launch_form(client, query=""):
     """What the browser would submit for the launch page as served."""
-    return read_form(client.get("/runs/launch/" + query).content.decode())
+    return form_values(client.get("/runs/launch/" + query).content.decode())
 
 
 def test_it_redirects_anonymous_users_to_login(client):
@@ -27,13 +27,13 @@ def test_it_renders_every_knob_of_the_schema_with_the_preset_values(alice_client
     page = alice_client.get("/runs/launch/?method=dapo").content.decode()
     for name in ("rollout.group_size", "objective.clip_high", "filter.max_rounds", "reward.weights", "seed"):
         assert f'name="{name}"' in page
-    values = form_values(alice_client, "?method=dapo")
+    values = launch_form(alice_client, "?method=dapo")
     assert values["objective.clip_high"] == "0.28" and values["filter.name"] == "dynamic-sampling"
     assert values["method"] == "dapo"
 
 
 def test_submitting_the_form_as_served_launches_that_method(alice_client):
-    values = form_values(alice_client, "?method=mc-grpo")
+    values = launch_form(alice_client, "?method=mc-grpo")
     values["rollout.group_size"] = "4"
     response = alice_client.post("/runs/launch/", values)
     run = Run.objects.get()
@@ -43,7 +43,7 @@ def test_submitting_the_form_as_served_launches_that_method(alice_client):
 
 
 def test_a_bad_knob_is_shown_beside_its_field_and_nothing_is_queued(alice_client):
-    values = form_values(alice_client)
+    values = launch_form(alice_client)
     values["rollout.group_size"] = "1"
     values["optimizer.lr"] = "-3"
     values["reward.weights"] = "{not json"
@@ -61,16 +61,14 @@ def test_a_bad_knob_is_shown_beside_its_field_and_nothing_is_queued(alice_client
 
 
 def test_it_prefills_from_an_existing_run(alice_client):
-    values = form_values(alice_client)
+    values = launch_form(alice_client)
     values["seed"] = "42"
     alice_client.post("/runs/launch/", values)
     run = Run.objects.get()
-    assert form_values(alice_client, f"?from={run.id}")["seed"] == "42"
+    assert launch_form(alice_client, f"?from={run.id}")["seed"] == "42"
 
 
 def test_the_runs_list_sorts_by_any_final_metric(alice_client, alice):
-    from rolloutlab.runs.models import Project
-
     project = Project.objects.create(name="p", owner=alice)
     for name, value in (("low", 0.1), ("high", 0.9), ("none", None)):
         summary = {} if value is None else {"policy/entropy": value}
