@@ -4,6 +4,7 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import transaction
 from django.utils import timezone
 
 from rolloutlab.metrics.models import MetricPoint
@@ -44,12 +45,15 @@ def test_a_final_state_is_final(run):
 
 
 def test_a_run_without_heartbeat_becomes_lost_and_a_beating_one_does_not(run, settings):
-    services.transition(
-        run.id, State.RUNNING, heartbeat_at=timezone.now() - timedelta(seconds=settings.HEARTBEAT_TIMEOUT_S + 1)
-    )
-    other = Run.objects.create(project=run.project, name="alive", owner=run.owner, config={}, config_hash="1" * 64)
-    services.transition(other.id, State.RUNNING, heartbeat_at=timezone.now())
-    assert services.mark_lost_runs() == [run.id]
+    # One transaction: the live stack's lost-run monitor, another process on this database,
+    # must not see the stale run before this test's own check takes it.
+    with transaction.atomic():
+        services.transition(
+            run.id, State.RUNNING, heartbeat_at=timezone.now() - timedelta(seconds=settings.HEARTBEAT_TIMEOUT_S + 1)
+        )
+        other = Run.objects.create(project=run.project, name="alive", owner=run.owner, config={}, config_hash="1" * 64)
+        services.transition(other.id, State.RUNNING, heartbeat_at=timezone.now())
+        assert services.mark_lost_runs() == [run.id]
     run.refresh_from_db(), other.refresh_from_db()
     assert run.state == "lost" and "no heartbeat" in run.detail and other.state == "running"
 
