@@ -37,7 +37,8 @@ class ModelConfig(Section):
         "tiny",
         description="'tiny' for the built-in model, or the path of a local directory holding a "
         "Hugging Face causal LM and its tokenizer (as written by save_pretrained). "
-        "Nothing is downloaded.",
+        "Nothing is downloaded. Dropout is turned off in every policy: the sampler and the trainer "
+        "must score a completion with the same network, or on-policy ratios are not 1.",
     )
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
         "float32", description="Parameter dtype of the policy. float32 is required for bit-identical CPU runs."
@@ -159,11 +160,25 @@ class GenerateConfig(StageConfig):
 class FilterConfig(StageConfig):
     name: str = Field(
         "none",
-        description="none: keep every group; dynamic-sampling: drop groups whose rewards are all equal "
-        "and sample more prompts until the batch is full (DAPO).",
+        description="none: keep every group; dynamic-sampling: drop groups that carry no signal "
+        "(see filter.signal) and sample more prompts until the batch is full (DAPO).",
     )
     max_rounds: int = Field(
-        4, ge=1, description="dynamic-sampling: most generation rounds per step before training on what was kept."
+        4,
+        ge=1,
+        description="dynamic-sampling: most generation rounds per step; a batch still short after them is "
+        "trained on as it is, and the shortfall is reported (pipeline/filter/missing_groups) and logged.",
+    )
+    signal: Literal["correct", "reward"] = Field(
+        "correct",
+        description="dynamic-sampling: what must vary within a group for it to be kept. correct: its "
+        "accuracy is strictly between 0 and 1 (DAPO eq. 11); reward: its rewards are not all equal "
+        "(a length penalty alone then keeps an all-wrong group).",
+    )
+    overlong: bool = Field(
+        False,
+        description="Overlong filtering (DAPO, Table 1): truncated completions stay in their group's "
+        "baseline but are left out of the loss, so a completion cut off mid-answer is never pushed down.",
     )
 
 
@@ -181,10 +196,17 @@ class AdvantageConfig(StageConfig):
         description="group-mean: reward minus the group mean (GRPO); leave-one-out: minus the mean of the "
         "others (RLOO); group-median: minus the group median, the median sample left out (MC-GRPO).",
     )
-    scale: Literal["std", "none"] = Field(
-        "std", description="std: divide by the group's standard deviation (GRPO); none: do not (Dr. GRPO)."
+    scale: Literal["std", "mad", "none"] = Field(
+        "std",
+        description="std: divide by the group's standard deviation (GRPO); mad: by the median absolute "
+        "deviation from the group median (MC-GRPO's code); none: do not divide (Dr. GRPO).",
     )
-    eps: float = Field(1e-4, gt=0, description="Added to the standard deviation before dividing.")
+    eps: float = Field(1e-4, gt=0, description="Added to the standard deviation (or MAD) before dividing.")
+    rescale_nonzero: bool = Field(
+        False,
+        description="Multiply a group's non-zero advantages by n / (their count), so samples tied with the "
+        "baseline do not thin the group's signal (MC-GRPO's code).",
+    )
 
 
 class ObjectiveConfig(StageConfig):
@@ -197,16 +219,27 @@ class ObjectiveConfig(StageConfig):
     clip_high: float = Field(
         0.2, gt=0, description="Ratio clipped above at 1 + clip_high (DAPO's clip-higher raises it)."
     )
-    aggregation: Literal["sequence-mean", "token-mean", "constant"] = Field(
+    aggregation: Literal["sequence-mean", "sequence-sum", "token-mean", "constant"] = Field(
         "sequence-mean",
         description="How token losses become one number: sequence-mean averages each completion's tokens "
-        "then the completions (GRPO); token-mean averages all tokens of the batch (DAPO); constant sums "
-        "tokens and divides by completions x max_new_tokens (Dr. GRPO).",
+        "then the completions (GRPO); sequence-sum sums each completion's tokens, then averages the "
+        "completions (RLOO: one action per completion); token-mean averages all tokens of the batch (DAPO); "
+        "constant sums tokens and divides by completions x max_new_tokens (Dr. GRPO).",
     )
     kl_coef: float = Field(
-        0.0, ge=0, description="Weight of the KL penalty to the frozen initial policy (k3 estimator)."
+        0.0,
+        ge=0,
+        description="Weight of the KL penalty to the frozen initial policy (k3 estimator; the log-gap is "
+        "clamped to +-20 and the per-token value to 10, so one runaway token cannot make the loss inf).",
     )
     entropy_coef: float = Field(0.0, ge=0, description="Weight of the entropy bonus.")
+    old_logprobs: Literal["auto", "sampler", "recompute"] = Field(
+        "auto",
+        description="Where pi_old of the ratio comes from. sampler: the log-probabilities the rollout "
+        "backend returned; recompute: one forward of the trainer's own before the first update (the "
+        "sampler's kept for policy/sampler_logprob_diff); auto: recompute unless the policy is float32 "
+        "and sampled by `hf`, where the two agree to rounding.",
+    )
 
 
 class OptimizerConfig(Section):
@@ -232,12 +265,33 @@ class ScheduleConfig(Section):
 
 
 class EvalConfig(Section):
+    """pass@1 is greedy (one deterministic completion per prompt); pass@k is the unbiased estimator of
+    Chen et al. 2021 (eq. 1) from eval.samples samples per prompt; maj@k votes over disjoint blocks of k."""
+
     every: int = Field(
         10, ge=0, description="Evaluate every N steps, and before the first and after the last (0 = never)."
     )
     size: int = Field(200, ge=1, description="Held-out prompts evaluated.")
-    k: int = Field(8, ge=1, description="Samples per prompt for eval/pass@k and eval/maj@k.")
-    temperature: float = Field(1.0, gt=0, description="Sampling temperature of the k samples (pass@1 is greedy).")
+    k: int = Field(8, ge=1, description="The k of eval/pass@k and eval/maj@k.")
+    samples: int = Field(
+        0,
+        ge=0,
+        description="n: samples drawn per prompt to estimate pass@k without bias, 1 - C(n-c, k) / C(n, k) "
+        "with c of them correct (Chen et al. 2021), and maj@k as the mean vote over n // k disjoint blocks "
+        "of k; 0 = k. More samples, tighter estimates.",
+    )
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature of the n samples (pass@1 is greedy).")
+
+    @model_validator(mode="after")
+    def _enough_samples_for_k(self) -> EvalConfig:
+        if self.samples and self.samples < self.k:
+            raise ValueError(f"eval.samples: {self.samples} samples cannot estimate pass@{self.k}; at least k")
+        return self
+
+    @property
+    def n(self) -> int:
+        """Samples per prompt: eval.samples, or k when it is 0."""
+        return self.samples or self.k
 
 
 class ResourcesConfig(Section):
@@ -338,17 +392,20 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
         "Clip-higher, dynamic sampling of non-degenerate groups, token-level loss, soft overlong penalty (DAPO).",
         {
             "objective": {"clip_low": 0.2, "clip_high": 0.28, "aggregation": "token-mean"},
-            "filter": {"name": "dynamic-sampling"},
+            "filter": {"name": "dynamic-sampling", "signal": "correct"},
             "reward": {"weights": {"correct": 1.0, "overlong": 1.0}},
         },
     ),
     "rloo": (
         "Leave-one-out baseline: each sample is compared with the mean of the others (Back to Basics, RLOO).",
-        {"advantage": {"name": "leave-one-out", "scale": "none"}},
+        {"advantage": {"name": "leave-one-out", "scale": "none"}, "objective": {"aggregation": "sequence-sum"}},
     ),
     "mc-grpo": (
-        "G+1 samples, median baseline; the median (pivot) sample is left out of the loss (MC-GRPO).",
-        {"generate": {"name": "pivot"}, "advantage": {"name": "group-median"}},
+        "G+1 samples, median baseline scaled by the MAD; the median (pivot) sample is left out of the loss (MC-GRPO).",
+        {
+            "generate": {"name": "pivot"},
+            "advantage": {"name": "group-median", "scale": "mad", "eps": 1e-3, "rescale_nonzero": True},
+        },
     ),
     "gspo": (
         "Sequence-level importance ratio, clipped per sequence with a narrow range (GSPO).",
@@ -438,8 +495,8 @@ def read_yaml(path: Path) -> dict[str, Any]:
 def validation_problems(exc: ValidationError) -> list[tuple[str, str]]:
     """(field path, message) per problem: ("rollout.group_size", "... (got 1)").
 
-    A problem found across sections names its field in the message ("advantage.name: ...");
-    it is filed under that field.
+    A problem found across sections or fields names its field in the message ("advantage.name: ...",
+    "eval.samples: ..."); it is filed under that field.
     """
     problems = []
     for err in exc.errors():
@@ -449,7 +506,7 @@ def validation_problems(exc: ValidationError) -> list[tuple[str, str]]:
             continue
         message = err["msg"].removeprefix("Value error, ")
         field, sep, rest = message.partition(": ")
-        if not where and sep and "." in field and " " not in field:
+        if sep and "." in field and " " not in field and (not where or field.startswith(where + ".")):
             where, message = field, rest
         got = err.get("input")
         shown = "" if isinstance(got, dict) or got is None else f" (got {got!r})"

@@ -18,7 +18,6 @@ import hashlib
 import json
 import math
 import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,10 +27,11 @@ import torch
 import yaml
 
 from workers import repro
+from workers.evaluation import score_eval
 from workers.models import load_policy
 from workers.pipeline import build_stages
 from workers.pipeline.batch import RolloutBatch
-from workers.pipeline.objective import aggregator
+from workers.pipeline.objective import aggregator, k3_kl
 from workers.pipeline.stages import LossInputs, StageContext
 from workers.reporting import Reporter
 from workers.rollout import SamplingParams, build_backend
@@ -50,6 +50,7 @@ class Collected:
     batch: RolloutBatch  # the groups that go on to training
     generated: RolloutBatch  # every group sampled this step, kept or dropped
     rounds: int
+    missing_groups: int  # groups the filter could not fill within its rounds
     generate_s: float
     reward_s: float
 
@@ -62,6 +63,14 @@ def resolve_device(wanted: str) -> torch.device:
 
         raise ConfigError("resources.device: 'cuda' was asked for but no CUDA GPU is visible")
     return torch.device(wanted)
+
+
+def recomputes_old_logprobs(cfg) -> bool:
+    """objective.old_logprobs, with auto resolved: recompute unless a float32 policy samples itself (`hf`)."""
+    choice = cfg.objective.old_logprobs
+    if choice == "auto":
+        return cfg.model.dtype != "float32" or cfg.rollout.backend != "hf"
+    return choice == "recompute"
 
 
 class Trainer:
@@ -82,7 +91,7 @@ class Trainer:
             betas=(cfg.optimizer.beta1, cfg.optimizer.beta2),
             weight_decay=cfg.optimizer.weight_decay,
         )
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self.lr_factor)
+        self.recompute_old_logprobs = recomputes_old_logprobs(cfg)
         self.reference = self.frozen_copy() if cfg.objective.kl_coef > 0 else None
         # separate streams, so that e.g. evaluating more often never changes the training samples
         self.data_rng = np.random.default_rng(cfg.seed)
@@ -94,9 +103,13 @@ class Trainer:
         self.environment: dict | None = None
 
     # ------------------------------------------------------------------ set-up helpers
+    def updates_per_step(self) -> int:
+        """Optimizer steps the schedule plans per RL step: passes x minibatches."""
+        return self.cfg.schedule.updates_per_batch * self.cfg.schedule.minibatches
+
     def lr_factor(self, update: int) -> float:
         o = self.cfg.optimizer
-        total = self.cfg.schedule.steps * self.cfg.schedule.updates_per_batch * self.cfg.schedule.minibatches
+        total = self.cfg.schedule.steps * self.updates_per_step()
         if update < o.warmup_steps:
             return (update + 1) / o.warmup_steps
         if o.schedule == "cosine":
@@ -184,7 +197,7 @@ class Trainer:
             metrics.update(self.advantage_metrics(batch))
             self.check_stop()
             began_update = time.perf_counter()
-            metrics.update(self.update(batch))
+            metrics.update(self.update(batch, step))
             train_s = time.perf_counter() - began_update
             self.stages.replay.store(batch, step)
         synced = time.perf_counter()
@@ -240,7 +253,14 @@ class Trainer:
         self.stages.control.observe(everything)
         self.counters["counters/rollout_tokens"] += float(everything.lengths.sum())
         self.counters["counters/samples"] += everything.num_samples
-        return Collected(RolloutBatch.concat(kept), everything, rounds, generate_s, reward_s)
+        batch = RolloutBatch.concat(kept)
+        missing = budget.prompts - batch.num_groups
+        if missing > 0:
+            self.reporter.log(
+                f"step {step}: the filter kept {batch.num_groups} of {budget.prompts} groups in {rounds} "
+                f"rounds (filter.max_rounds); training on those, {missing} short"
+            )
+        return Collected(batch, everything, rounds, missing, generate_s, reward_s)
 
     def note_examples(self, examples) -> None:
         for example in examples:
@@ -264,26 +284,66 @@ class Trainer:
 
     # ------------------------------------------------------------------ phase: advantage
     def compute_advantages(self, batch: RolloutBatch) -> None:
+        """Advantages of every sample; a sample is in the loss if both the filter and the estimator keep it."""
         advantages, in_loss = self.stages.advantage(batch.group(batch.rewards))  # (P, n) each
-        batch.advantages, batch.in_loss = advantages.flatten(), in_loss.flatten()
-        for row, (value, used) in enumerate(zip(batch.advantages.tolist(), batch.in_loss.tolist())):
-            batch.notes[row]["advantage"] = f"{value:+.3f}" if used else "pivot: left out of the loss"
+        kept_by_filter = batch.in_loss if batch.in_loss is not None else torch.ones_like(in_loss.flatten())
+        batch.advantages, batch.in_loss = advantages.flatten(), in_loss.flatten() & kept_by_filter
+        for row, (value, estimator_keeps, filter_keeps) in enumerate(
+            zip(batch.advantages.tolist(), in_loss.flatten().tolist(), kept_by_filter.tolist())
+        ):
+            if not estimator_keeps:
+                batch.notes[row]["advantage"] = "pivot: left out of the loss"
+            elif not filter_keeps:
+                batch.notes[row]["advantage"] = f"{value:+.3f}, left out of the loss by the filter"
+            else:
+                batch.notes[row]["advantage"] = f"{value:+.3f}"
 
     # ------------------------------------------------------------------ phase: update
-    def update(self, batch: RolloutBatch) -> dict[str, float]:
-        """schedule.updates_per_batch passes of schedule.minibatches optimizer steps over the samples in the loss."""
-        model, cfg = self.policy.model, self.cfg
+    def update(self, batch: RolloutBatch, step: int = 1) -> dict[str, float]:
+        """schedule.updates_per_batch passes of schedule.minibatches optimizer steps over the samples in the loss.
+
+        Each pass is split into exactly schedule.minibatches parts whose sizes differ by at most
+        one; a part left empty (fewer samples than minibatches) is skipped, and the learning-rate
+        schedule still counts it, so the rate at every step is the one the schedule planned.
+        """
+        model, schedule = self.policy.model, self.cfg.schedule
         rows = batch.in_loss.nonzero().flatten()  # samples left out of the loss cost no compute
         inputs = self.training_inputs(batch, rows)
+        passes = [
+            torch.randperm(len(rows), generator=self.shuffle_rng).tensor_split(schedule.minibatches)
+            for _ in range(schedule.updates_per_batch)
+        ]
         model.train()
         stats: dict[str, list[float]] = {}
-        for _ in range(cfg.schedule.updates_per_batch):
-            order = torch.randperm(len(rows), generator=self.shuffle_rng)
-            for chunk in order.chunk(cfg.schedule.minibatches):
-                for name, value in self.optimizer_step(inputs, chunk).items():
-                    stats.setdefault(name, []).append(value)
+        if self.recompute_old_logprobs and len(rows):
+            stats["policy/sampler_logprob_diff"] = [self.recompute_old(inputs, passes[0])]
+        first_update, done = (step - 1) * self.updates_per_step(), 0
+        for i, chunk in enumerate(chunk for chunks in passes for chunk in chunks):
+            if len(chunk) == 0:
+                continue
+            for name, value in self.optimizer_step(inputs, chunk, first_update + i).items():
+                stats.setdefault(name, []).append(value)
+            done += 1
         model.eval()
-        return {name: float(np.mean(values)) for name, values in stats.items()}
+        return {"optim/steps": float(done), **{name: float(np.mean(values)) for name, values in stats.items()}}
+
+    @torch.no_grad()
+    def recompute_old(self, inputs, chunks) -> float:
+        """Replace the sampler's log-probabilities by the trainer's own, before any update; return their gap.
+
+        The chunks are those of the first pass, so its first minibatch sees exactly the
+        numbers it will compute itself: its ratio is 1, as an on-policy ratio must be.
+        The gap (mean |difference| per completion token) is policy/sampler_logprob_diff:
+        how far the sampler's numerics (dtype, KV cache, another engine) are from the trainer's.
+        """
+        sampler = inputs["old_logprobs"]
+        recomputed = sampler.clone()
+        for chunk in chunks:
+            if len(chunk):
+                recomputed[chunk.to(sampler.device)] = self.token_logprobs(self.policy.model, inputs, chunk)[0]
+        mask = inputs["mask"]
+        inputs["old_logprobs"] = recomputed * mask
+        return float(((recomputed - sampler).abs() * mask).sum() / mask.sum().clamp(min=1))
 
     def training_inputs(self, batch: RolloutBatch, rows: torch.Tensor) -> dict[str, torch.Tensor]:
         """Prompt (left-padded) + completion (right-padded) token matrices for the rows in the loss."""
@@ -330,8 +390,12 @@ class Trainer:
             entropy = -(logp_all.exp() * logp_all).sum(-1)  # (B, T)
         return logprobs, entropy
 
-    def optimizer_step(self, inputs, chunk: torch.Tensor) -> dict[str, float]:
+    def optimizer_step(self, inputs, chunk: torch.Tensor, update: int) -> dict[str, float]:
+        """One optimizer step on the rows `chunk`, at the learning rate the schedule gives optimizer step `update`."""
         cfg = self.cfg.objective
+        lr = self.cfg.optimizer.lr * self.lr_factor(update)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
         mask = inputs["mask"][chunk]
         wants_entropy_grad = cfg.entropy_coef > 0
         logprobs, entropy = self.token_logprobs(self.policy.model, inputs, chunk, with_entropy=wants_entropy_grad)
@@ -341,8 +405,7 @@ class Trainer:
         loss = out.loss
         stats = dict(out.stats)
         if self.reference is not None:
-            delta = inputs["ref_logprobs"][chunk] - logprobs
-            kl = torch.exp(delta) - delta - 1  # k3 estimator of KL(pi || pi_ref), per token
+            kl = k3_kl(logprobs, inputs["ref_logprobs"][chunk])  # (B, T)
             loss = loss + cfg.kl_coef * aggregate(kl)
             stats["policy/kl_ref"] = float(aggregate(kl.detach()))
         if wants_entropy_grad:
@@ -351,9 +414,8 @@ class Trainer:
         loss.backward()
         limit = self.cfg.optimizer.grad_clip or float("inf")
         grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.model.parameters(), limit)
-        stats["optim/lr"] = self.scheduler.get_last_lr()[0]
+        stats["optim/lr"] = lr
         self.optimizer.step()
-        self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         with torch.no_grad():
             log_ratio = old - logprobs.detach()
@@ -366,24 +428,13 @@ class Trainer:
     # ------------------------------------------------------------------ phase: evaluate
     @torch.no_grad()
     def evaluate(self, step: int) -> dict[str, float]:
-        """eval/pass@1 (greedy), eval/pass@k and eval/maj@k (k samples) on the held-out split."""
+        """eval/pass@1 (greedy), eval/pass@k and eval/maj@k (from eval.samples samples) on the held-out split."""
         examples = self.task.eval_examples()
-        k, max_new = self.cfg.eval.k, self.cfg.rollout.max_new_tokens
+        e, max_new = self.cfg.eval, self.cfg.rollout.max_new_tokens
         generator = torch.Generator(self.device).manual_seed(self.cfg.seed * 1_000_003 + step)
         greedy = self.eval_texts(examples, 1, SamplingParams(max_new, 0.0), generator)
-        sampled = self.eval_texts(examples, k, SamplingParams(max_new, self.cfg.eval.temperature), generator)
-        pass1, passk, majk = [], [], []
-        for i, example in enumerate(examples):
-            pass1.append(self.task.is_correct(example, greedy[i]))
-            group = sampled[i * k : (i + 1) * k]
-            passk.append(any(self.task.is_correct(example, text) for text in group))
-            votes = Counter(key for key in (self.task.answer_key(example, t) for t in group) if key is not None)
-            majk.append(bool(votes) and votes.most_common(1)[0][0] == example.answer)
-        return {
-            "eval/pass@1": float(np.mean(pass1)),
-            "eval/pass@k": float(np.mean(passk)),
-            "eval/maj@k": float(np.mean(majk)),
-        }
+        sampled = self.eval_texts(examples, e.n, SamplingParams(max_new, e.temperature), generator)
+        return score_eval(self.task, examples, greedy, sampled, e.n, e.k)
 
     def eval_texts(self, examples, n: int, params: SamplingParams, generator, rows_per_call: int = 1024) -> list[str]:
         prompts = [self.policy.encode_prompt(e.prompt) for e in examples]
@@ -413,8 +464,10 @@ class Trainer:
             "completions/clipped_ratio": float(gen.truncated.float().mean()),
             "pipeline/generate/samples_per_prompt": float(gen.group_size),
             "pipeline/filter/rounds": float(collected.rounds),
+            "pipeline/filter/missing_groups": float(collected.missing_groups),
             "pipeline/filter/dropped_groups": float(gen.num_groups - batch.num_groups),
             "pipeline/filter/kept_groups": float(batch.num_groups),
+            "pipeline/filter/left_out_samples": float((~batch.in_loss).sum()) if batch.in_loss is not None else 0.0,
         }
         return metrics
 
@@ -442,7 +495,7 @@ class Trainer:
     @staticmethod
     def describe_sample(batch: RolloutBatch, row: int) -> dict:
         example = batch.examples[row // batch.group_size]
-        used = batch.in_loss is not None and bool(batch.in_loss[row])
+        used = batch.advantages is not None and bool(batch.in_loss[row])  # dropped groups have no advantage
         return {
             "prompt": example.prompt,
             "answer": example.answer,

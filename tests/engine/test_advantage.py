@@ -105,3 +105,45 @@ def test_median_baseline_flips_fewer_advantage_signs_than_grpo_at_g2():
     assert grpo == pytest.approx((q**2 + (1 - q) ** 2) / 2, abs=0.01)
     assert mc_grpo == pytest.approx((q**3 + (1 - q) ** 3) / 2, abs=0.01)
     assert mc_grpo < grpo - 0.05
+
+
+def mc_grpo_estimator():
+    from workers.config import METHODS
+
+    cfg = resolve({"method": "mc-grpo"})
+    assert METHODS["mc-grpo"][1]["advantage"]["scale"] == "mad"
+    return ADVANTAGES.get(cfg.advantage.name)(cfg)
+
+
+def reference_mc_grpo(group, eps=1e-3):
+    """The authors' recipe written as a plain loop: median baseline, MAD + eps scale, then each
+    non-zero advantage multiplied by (G+1) / #non-zero; the pivot (sorted position (n-1)//2, ties in
+    group order) gets 0."""
+    n = len(group)
+    median = sorted(group)[(n - 1) // 2]
+    mad = sorted(abs(r - median) for r in group)[(n - 1) // 2]
+    advantages = [(r - median) / (mad + eps) for r in group]
+    nonzero = [a for a in advantages if abs(a) > 1e-6]
+    return [a * n / len(nonzero) if abs(a) > 1e-6 else a for a in advantages]
+
+
+def test_mc_grpo_preset_scales_by_the_mad_and_rescales_the_non_zero_advantages():
+    rewards = torch.rand(40, 5, generator=torch.Generator().manual_seed(1)).round(decimals=1)
+    rewards[0] = torch.tensor([1.0, 0.0, 0.0, 1.0, 0.5])
+    advantages, in_loss = mc_grpo_estimator()(rewards)
+    for row, group in enumerate(rewards.tolist()):
+        torch.testing.assert_close(advantages[row], torch.tensor(reference_mc_grpo(group)), rtol=1e-5, atol=1e-4)
+        assert in_loss[row].sum() == 4
+
+
+def test_mc_grpo_binary_rewards_have_zero_mad_so_the_eps_sets_the_scale():
+    """With 0/1 rewards and G+1 = 3 the majority sits on the median, so the MAD is 0 and the
+    authors' code divides by its eps: the lone minority sample gets (G+1) / 1 / 1e-3 = 3000."""
+    advantages, _ = mc_grpo_estimator()(torch.tensor([[1.0, 1.0, 0.0], [0.0, 1.0, 0.0]]))
+    torch.testing.assert_close(advantages, torch.tensor([[0.0, 0.0, -3000.0], [0.0, 3000.0, 0.0]]))
+
+
+def test_group_median_pivot_is_the_middle_of_a_stable_sort():
+    """Ties keep their group order; the pivot is the sample at sorted position (n-1)//2."""
+    _, in_loss = estimator("group-median", "none")(torch.tensor([[1.0, 1.0, 0.0], [0.0, 1.0, 0.0], [1.0, 1.0, 1.0]]))
+    assert (~in_loss).nonzero().tolist() == [[0, 0], [1, 2], [2, 1]]

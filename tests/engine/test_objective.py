@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from workers.config import resolve
-from workers.pipeline.objective import OBJECTIVES, aggregator
+from workers.pipeline.objective import OBJECTIVES, aggregator, k3_kl
 from workers.pipeline.stages import LossInputs
 
 gen = torch.Generator().manual_seed(0)
@@ -109,3 +109,31 @@ def test_rows_left_out_count_in_no_denominator():
     mask[1] = 0  # a pivot
     expected = ((0 + 1 + 2) / 3 + 10) / 2
     assert aggregator("sequence-mean", mask, 5)(VALUES).item() == pytest.approx(expected)
+
+
+def test_sequence_sum_aggregation_sums_each_completion_then_averages_completions():
+    expected = ((0 + 1 + 2) + (5 + 6 + 7 + 8 + 9) + 10) / 3
+    assert aggregator("sequence-sum", MASK, 5)(VALUES).item() == pytest.approx(expected)
+
+
+def test_rloo_gives_every_token_of_a_completion_the_weight_of_its_sequence_advantage():
+    """RLOO treats a completion as one action: on-policy, d loss / d log pi(o_t) = -A_i / B for every
+    token, however long the completion (no division by its length)."""
+    cfg = resolve({"method": "rloo"})
+    assert cfg.objective.aggregation == "sequence-sum"
+    new = OLD.clone().requires_grad_(True)
+    loss = OBJECTIVES.get(cfg.objective.name)(cfg)(inputs(new, cfg.objective.aggregation)).loss
+    loss.backward()
+    torch.testing.assert_close(new.grad, -ADV[:, None] * MASK / 3)
+
+
+def test_k3_kl_stays_finite_when_the_policy_leaves_the_reference_far_behind():
+    logprobs = torch.tensor([[0.0, -1.0, -100.0, -0.5]], requires_grad=True)
+    ref = torch.tensor([[0.0, -1.2, -0.1, -200.0]])  # log-gaps 0, -0.2, +99.9, -199.5
+    kl = k3_kl(logprobs, ref)
+    assert torch.isfinite(kl).all() and (kl >= 0).all()
+    assert kl[0, 0] == 0
+    assert kl[0, 1].item() == pytest.approx(math.exp(-0.2) + 0.2 - 1, rel=1e-5)  # unclamped where small
+    assert kl[0, 2] == 10 and kl[0, 3] == 10  # unclamped: exp(99.9) overflows float32 to inf
+    kl.sum().backward()
+    assert torch.isfinite(logprobs.grad).all()

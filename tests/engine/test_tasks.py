@@ -94,6 +94,28 @@ def test_countdown_target_is_reachable_for_training_problems():
         assert int(example.answer) > 0 and len(example.numbers) == 3
 
 
+def test_no_countdown_eval_problem_is_a_reordering_of_a_training_one():
+    """The numbers' order does not change a countdown problem: held out means held out in every order."""
+    task = build_task(resolve({"task": {"name": "countdown", "digits": 1, "operands": 3}}))  # eval.size 200
+    problem = lambda e: (tuple(sorted(e.numbers)), e.answer)  # noqa: E731
+    held_out = [problem(e) for e in task.eval_examples()]
+    assert len(held_out) == len(set(held_out)) == 200  # no two eval problems are one problem either
+    seen = {problem(e) for e in task.train_batch(20_000, np.random.default_rng(0))}
+    for prompt, _ in task.warmup_pairs(5_000, np.random.default_rng(1)):
+        numbers, target = prompt.rstrip(":").split("->")
+        seen.add((tuple(sorted(int(n) for n in numbers.split())), target))
+    assert len(seen) > 200  # training still draws plenty of distinct problems
+    assert not seen & set(held_out)
+
+
+def test_countdown_problem_space_counts_problems_not_orderings():
+    from workers.tasks.countdown import canonical_problem_count
+
+    # two 1-digit numbers with + and -: each pair {a, b} gives a + b and |a - b| when positive
+    pairs = [(a, b) for a in range(1, 10) for b in range(a, 10)]
+    assert canonical_problem_count(1, 2, "+-") == sum(1 + (a != b) for a, b in pairs)
+
+
 def test_final_answer_reads_gsm8k_and_boxed_forms():
     assert final_answer("so 3+4=7\n#### 7") == "7"
     assert final_answer("#### 1,234") == "1234"

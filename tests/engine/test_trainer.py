@@ -84,15 +84,15 @@ def test_a_stop_request_cancels_between_phases():
     assert len(reporter.metric_rows) == 2
 
 
-def test_dapo_never_trains_on_a_zero_variance_group(monkeypatch):
+def test_dapo_never_trains_on_a_group_that_is_all_right_or_all_wrong(monkeypatch):
     cfg = small_config(method="dapo", schedule={"steps": 6}, rollout={"prompts_per_step": 6})
     trainer = Trainer(cfg, MemoryReporter())
     seen = []
     original = trainer.compute_advantages
 
     def spy(batch):
-        rewards = batch.group(batch.rewards)
-        seen.append((rewards.max(-1).values > rewards.min(-1).values).tolist())
+        accuracy = batch.group(batch.correct.float()).mean(-1)
+        seen.append(((accuracy > 0) & (accuracy < 1)).tolist())
         return original(batch)
 
     monkeypatch.setattr(trainer, "compute_advantages", spy)
@@ -106,7 +106,42 @@ def test_dapo_reports_dropped_samples_with_the_filter_reason():
     cfg = small_config(method="dapo", schedule={"steps": 4, "samples_per_step": 8})
     _, reporter, _ = run(cfg)
     fates = {s["stages"]["filter"] for s in reporter.sample_rows}
-    assert "kept" in fates and "dropped: all rewards equal" in fates
+    assert "kept" in fates and "dropped: all correct or all wrong" in fates
+
+
+def test_a_batch_the_filter_cannot_fill_is_reported_and_logged():
+    cfg = small_config(method="dapo", filter={"max_rounds": 1}, schedule={"steps": 4})
+    _, reporter, state = run(cfg)
+    assert state == "succeeded"
+    missing = [v for _, v in reporter.series("pipeline/filter/missing_groups")]
+    kept = [v for _, v in reporter.series("pipeline/filter/kept_groups")]
+    assert any(missing) and all(m + k == 4 for m, k in zip(missing, kept))
+    short = [line for line in reporter.lines if "filter.max_rounds" in line]
+    assert len(short) == sum(1 for m in missing if m) and "short" in short[0]
+
+
+def test_each_pass_takes_exactly_the_minibatches_asked_for():
+    """6 samples into 4 minibatches is 4 optimizer steps (2, 2, 1, 1), not torch.chunk's 3 (2, 2, 2)."""
+    schedule = {"steps": 2, "minibatches": 4, "updates_per_batch": 2}
+    cfg = small_config(rollout={"prompts_per_step": 3, "group_size": 2}, schedule=schedule)
+    _, reporter, _ = run(cfg)
+    assert [v for _, v in reporter.series("optim/steps")] == [8.0, 8.0]
+
+
+def test_the_learning_rate_follows_the_schedule_when_minibatches_outnumber_samples():
+    """2 samples into 4 minibatches: the 2 empty parts are skipped, yet every step runs at the rate
+    the cosine schedule planned for its place among the 4 x 2 optimizer steps of the run."""
+    cfg = small_config(
+        rollout={"prompts_per_step": 1, "group_size": 2},
+        schedule={"steps": 2, "minibatches": 4},
+        optimizer={"schedule": "cosine", "lr": 1e-3},
+    )
+    trainer, reporter, _ = run(cfg)
+    assert [v for _, v in reporter.series("optim/steps")] == [2.0, 2.0]
+    planned = [1e-3 * trainer.lr_factor(u) for u in range(8)]
+    # the parts of 2 samples into 4 are (1, 1, 0, 0): optimizer steps 0, 1 and 4, 5 run
+    expected = [(planned[0] + planned[1]) / 2, (planned[4] + planned[5]) / 2]
+    assert [v for _, v in reporter.series("optim/lr")] == pytest.approx(expected)
 
 
 def test_mc_grpo_pivot_has_zero_advantage_and_no_gradient(monkeypatch):

@@ -71,7 +71,34 @@ def load_policy(cfg, task, device: torch.device) -> Policy:
     else:
         policy = pretrained_policy(cfg.model.name)
     policy.model.to(device=device, dtype=DTYPES[cfg.model.dtype])
+    disable_dropout(policy.model)
     return policy
+
+
+def disable_dropout(model: torch.nn.Module) -> None:
+    """Turn every dropout of the network off, in train() mode too.
+
+    The sampler scores a completion in eval() mode and the trainer rescores it in
+    train() mode; with dropout on, the two disagree and an on-policy ratio is not 1
+    (RL fine-tuning in TRL and verl turns it off for the same reason). Dropout lives
+    in nn.Dropout modules, in float attributes that attention kernels read at call
+    time (Llama's `attention_dropout`), and in the config the model was built from.
+    """
+    config = getattr(model, "config", None)
+    if config is not None:
+        for key, value in list(vars(config).items()):
+            if _is_dropout_rate(key, value):
+                setattr(config, key, 0.0)
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+        for key, value in list(vars(module).items()):
+            if _is_dropout_rate(key, value):
+                setattr(module, key, 0.0)
+
+
+def _is_dropout_rate(name: str, value) -> bool:
+    return isinstance(value, float) and not isinstance(value, bool) and ("dropout" in name or "pdrop" in name)
 
 
 def check_model_source(cfg) -> None:

@@ -30,7 +30,7 @@ class RolloutBatch:
     reward_parts: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> (N,)
     correct: torch.Tensor | None = None  # (N,) bool
     advantages: torch.Tensor | None = None  # (N,)
-    in_loss: torch.Tensor | None = None  # (N,) bool: the sample contributes to the gradient
+    in_loss: torch.Tensor | None = None  # (N,) bool: may carry gradient (set by the filter, narrowed by the advantage)
     notes: list[dict[str, str]] = field(default_factory=list)  # N: what each stage did to the sample
 
     @property

@@ -1,6 +1,13 @@
-"""Filter stage: which groups go on to training."""
+"""Filter stage: which groups go on to training, and which samples of them carry gradient.
+
+Every filter component picks groups (`keep`); the stage then applies the
+sample-level filters that any method may switch on (filter.overlong), so a
+knob like DAPO's overlong filtering works with every group filter alike.
+"""
 
 from __future__ import annotations
+
+import torch
 
 from workers.pipeline.batch import RolloutBatch
 from workers.registry import Registry
@@ -8,40 +15,66 @@ from workers.registry import Registry
 FILTERS: Registry[type] = Registry("filter component")
 
 
-@FILTERS.register("none")
-class KeepAll:
-    """Every group is trained on, informative or not (GRPO)."""
+class GroupFilter:
+    """The part every filter shares: run the component's group choice, then mask overlong samples.
+
+    filter.overlong (DAPO, Yu et al. 2025, sec. 3.4 and Table 1, "overlong filtering"): a
+    truncated completion keeps its reward in the group's baseline, but is left out of the loss
+    (`batch.in_loss` False), since its reward says it ran out of room, not that it reasoned badly.
+    """
 
     max_rounds = 1
 
     def __init__(self, cfg):
-        pass
+        self.overlong = cfg.filter.overlong
 
     def __call__(self, batch: RolloutBatch) -> list[int]:
+        kept = self.keep(batch)
+        in_loss = torch.ones(batch.num_samples, dtype=torch.bool)
+        if self.overlong:
+            truncated = batch.truncated.cpu()
+            in_loss &= ~truncated
+            for row in truncated.nonzero().flatten().tolist():
+                batch.notes[row]["filter"] += "; truncated: left out of the loss"
+        batch.in_loss = in_loss
+        return kept
+
+    def keep(self, batch: RolloutBatch) -> list[int]:
+        raise NotImplementedError
+
+
+@FILTERS.register("none")
+class KeepAll(GroupFilter):
+    """Every group is trained on, informative or not (GRPO)."""
+
+    def keep(self, batch: RolloutBatch) -> list[int]:
         batch.note("filter", "kept")
         return list(range(batch.num_groups))
 
 
 @FILTERS.register("dynamic-sampling")
-class DynamicSampling:
-    """Drop groups whose rewards are all equal and sample more prompts until the batch is full.
+class DynamicSampling(GroupFilter):
+    """Drop groups that carry no learning signal and sample more prompts until the batch is full.
 
-    DAPO (Yu et al. 2025, sec. 3.2, eq. 11): keep only groups with
-    0 < #correct < G, since a group of equal rewards has zero advantage
-    everywhere and only dilutes the gradient. The trainer runs up to
-    filter.max_rounds generation rounds per step; if the batch is still short,
-    it trains on the groups it has, and never on a zero-variance one.
-    Knobs: filter.max_rounds.
+    DAPO (Yu et al. 2025, sec. 3.2, eq. 11): keep only groups with 0 < #correct < G,
+    since a group that is all right or all wrong has the same verdict everywhere and only
+    dilutes the gradient. With filter.signal = reward the test is instead that the
+    rewards differ (a length penalty then keeps an all-wrong group alive). The trainer
+    runs up to filter.max_rounds generation rounds per step; if the batch is still
+    short, it trains on the groups it has and reports the shortfall.
+    Knobs: filter.signal, filter.max_rounds.
     """
 
     def __init__(self, cfg):
-        self.max_rounds = cfg.filter.max_rounds
+        super().__init__(cfg)
+        self.max_rounds, self.signal = cfg.filter.max_rounds, cfg.filter.signal
 
-    def __call__(self, batch: RolloutBatch) -> list[int]:
-        rewards = batch.group(batch.rewards)  # (P, n)
-        informative = (rewards.max(-1).values > rewards.min(-1).values).tolist()
+    def keep(self, batch: RolloutBatch) -> list[int]:
+        values = batch.group(batch.correct.float() if self.signal == "correct" else batch.rewards)  # (P, n)
+        informative = (values.max(-1).values > values.min(-1).values).tolist()
         kept = [g for g, keep in enumerate(informative) if keep]
         dropped = [g for g, keep in enumerate(informative) if not keep]
+        reason = "all correct or all wrong" if self.signal == "correct" else "all rewards equal"
         batch.note("filter", "kept", kept)
-        batch.note("filter", "dropped: all rewards equal", dropped)
+        batch.note("filter", f"dropped: {reason}", dropped)
         return kept

@@ -81,10 +81,28 @@ class SequenceClip:
         return LossOutput(loss=loss, stats=stats)
 
 
+# The k3 estimator's log-gap and value are bounded so that one token the policy has made
+# near-impossible under the reference (log-gap past ~89 overflows exp in float32) cannot turn
+# the loss into inf; the bounds are far outside anything a healthy run reaches.
+KL_LOG_GAP_LIMIT = 20.0
+KL_VALUE_LIMIT = 10.0
+
+
+def k3_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
+    """Per-token k3 estimate of KL(pi || pi_ref): exp(d) - d - 1 with d = log pi_ref - log pi (Schulman 2020).
+
+    Shapes: (B, T) -> (B, T); non-negative, 0 where the two agree.
+    """
+    gap = (ref_logprobs - logprobs).clamp(-KL_LOG_GAP_LIMIT, KL_LOG_GAP_LIMIT)
+    return (torch.exp(gap) - gap - 1).clamp(max=KL_VALUE_LIMIT)
+
+
 def aggregator(how: str, mask: torch.Tensor, max_new_tokens: int):
     """The function that turns per-token values (B, T) into the scalar loss, for objective.aggregation.
 
     sequence-mean: mean over each completion's tokens, then over completions (GRPO, eq. 3);
+    sequence-sum: sum over each completion's tokens, then mean over completions (RLOO: the
+    completion is one action, its log-likelihood the sum of its tokens', Ahmadian et al. 2024, eq. 7);
     token-mean: mean over all tokens of the batch (DAPO, eq. 12);
     constant: sum over tokens / (completions x max_new_tokens) (Dr. GRPO, sec. 3.2).
     Completions with an all-zero mask (left out of the loss) count in none of them.
@@ -93,6 +111,8 @@ def aggregator(how: str, mask: torch.Tensor, max_new_tokens: int):
     if how == "sequence-mean":
         per_sequence = mask.sum(-1).clamp(min=1)
         return lambda values: ((values * mask).sum(-1) / per_sequence).sum() / sequences
+    if how == "sequence-sum":
+        return lambda values: (values * mask).sum() / sequences
     if how == "token-mean":
         return lambda values: (values * mask).sum() / mask.sum().clamp(min=1)
     if how == "constant":

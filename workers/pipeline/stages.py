@@ -44,7 +44,10 @@ class FilterStage(Protocol):
     max_rounds: int  # generation rounds the trainer may run to fill a batch
 
     def __call__(self, batch: RolloutBatch) -> list[int]:
-        """Indices of the groups that go on to training; notes the fate of every sample."""
+        """Indices of the groups that go on to training; notes the fate of every sample.
+
+        Also sets batch.in_loss (N,): the samples that may carry gradient (the advantage
+        stage can only narrow it further)."""
         ...
 
 

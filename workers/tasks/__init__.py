@@ -65,23 +65,32 @@ HELD_OUT = 500
 
 
 def problem_space(task_cfg) -> int | None:
-    """How many distinct problems a generated task can draw (an upper bound); None for file tasks."""
-    if task_cfg.name == "arith":
-        return (10**task_cfg.digits) ** task_cfg.operands * len(task_cfg.operators) ** (task_cfg.operands - 1)
-    if task_cfg.name == "countdown":
-        return (10**task_cfg.digits - 1) ** task_cfg.operands
-    return None
+    """How many distinct problems a generated task can draw (at most); None for file tasks.
+
+    Each task class answers for itself (`problem_space(task_cfg)`), counting problems as its
+    held-out split tells them apart."""
+    task = load_task_class(task_cfg.name)
+    count = getattr(task, "problem_space", None)
+    return count(task_cfg) if count else None
 
 
-def held_out_split(draw, size: int, seed: int) -> list[Example]:
-    """The first `size` distinct problems that draw(rng) yields from its own fixed seed."""
+def by_prompt(example: Example) -> str:
+    return example.prompt
+
+
+def held_out_split(draw, size: int, seed: int, key=by_prompt) -> list[Example]:
+    """The first `size` distinct problems that draw(rng) yields from its own fixed seed.
+
+    Two examples are the same problem when key(example) is equal: the prompt by default;
+    a task whose prompts can restate one problem in several ways passes its canonical form.
+    """
     rng = np.random.default_rng(seed)
-    held: dict[str, Example] = {}
+    held: dict[object, Example] = {}
     for _ in range(size * 50):
         if len(held) == size:
             break
         example = draw(rng)
-        held.setdefault(example.prompt, example)
+        held.setdefault(key(example), example)
     return list(held.values())
 
 
@@ -92,12 +101,16 @@ def held_out_size(eval_size: int, space: int) -> int:
     return min(max(HELD_OUT, eval_size), space // 2)
 
 
-def build_task(cfg: RunConfig) -> Task:
-    """The task the config names, loaded and checked (file tasks raise DatasetError on bad files)."""
+def load_task_class(name: str) -> type:
     # import for registration: each module adds its task to TASKS
     from workers.tasks import arith, countdown, qa_files  # noqa: F401
 
-    return TASKS.get(cfg.task.name)(cfg)
+    return TASKS.get(name)
+
+
+def build_task(cfg: RunConfig) -> Task:
+    """The task the config names, loaded and checked (file tasks raise DatasetError on bad files)."""
+    return load_task_class(cfg.task.name)(cfg)
 
 
 def sha256_lines(lines) -> str:

@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 
-from workers.tasks import TASKS, Example, held_out_size, held_out_split, problem_space, sha256_lines
+from workers.tasks import TASKS, Example, held_out_size, held_out_split, sha256_lines
 from workers.tasks.expressions import ParseError, parse
 
 _INTEGER = re.compile(r"^-?\d+$")
@@ -29,10 +29,15 @@ class ArithTask:
         self.warmup_digits = min(cfg.task.warmup_digits, self.digits)
         self.warmup_operands = min(cfg.task.warmup_operands, self.operands)
         self.warmup_full_share = cfg.task.warmup_full_share
-        size = held_out_size(cfg.eval.size, problem_space(cfg.task))
+        size = held_out_size(cfg.eval.size, self.problem_space(cfg.task))
         self._held_out_examples = held_out_split(lambda rng: self.draw(rng, self.digits), size, EVAL_SEED)
         self._eval = self._held_out_examples[: cfg.eval.size]
         self._held_out = {e.prompt for e in self._held_out_examples}
+
+    @staticmethod
+    def problem_space(task_cfg) -> int:
+        """Distinct prompts: operand values x operator choices (an expression's order matters here)."""
+        return (10**task_cfg.digits) ** task_cfg.operands * len(task_cfg.operators) ** (task_cfg.operands - 1)
 
     def draw(self, rng: np.random.Generator, digits: int, count: int | None = None) -> Example:
         count = count or self.operands

@@ -1,0 +1,54 @@
+"""Held-out evaluation metrics: pass@1 (greedy), pass@k (unbiased, from n samples) and maj@k.
+
+    score_eval(task, examples, greedy_texts, sampled_texts, n=16, k=8)
+    # {"eval/pass@1": ..., "eval/pass@k": ..., "eval/maj@k": ...}
+
+The trainer generates the completions; this module only judges them, so each
+estimator can be checked on completions whose answers are known.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The chance that k of n samples, c of them correct, drawn without replacement include a correct one.
+
+    1 - C(n-c, k) / C(n, k), the unbiased estimator of Chen et al. 2021 ("Evaluating Large
+    Language Models Trained on Code", eq. 1), as a product so that large n stays exact in floats.
+    """
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n (n={n}, c={c}, k={k})")
+    if n - c < k:
+        return 1.0
+    return 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+
+
+def majority_correct(task, example, completions: list[str]) -> bool:
+    """Whether the answer most completions commit to is the right one (ties: the first answer seen wins)."""
+    votes = Counter(key for key in (task.answer_key(example, text) for text in completions) if key is not None)
+    return bool(votes) and votes.most_common(1)[0][0] == example.answer
+
+
+def maj_at_k(task, example, completions: list[str], k: int) -> float:
+    """maj@k averaged over the len(completions) // k disjoint blocks of k samples (each an independent draw)."""
+    blocks = [completions[i : i + k] for i in range(0, len(completions) - k + 1, k)]
+    return float(np.mean([majority_correct(task, example, block) for block in blocks]))
+
+
+def score_eval(task, examples, greedy: list[str], sampled: list[str], n: int, k: int) -> dict[str, float]:
+    """Mean pass@1 over the greedy completions (one per example); pass@k and maj@k over n samples per example."""
+    pass1, passk, majk = [], [], []
+    for i, example in enumerate(examples):
+        pass1.append(task.is_correct(example, greedy[i]))
+        group = sampled[i * n : (i + 1) * n]
+        passk.append(pass_at_k(n, sum(task.is_correct(example, text) for text in group), k))
+        majk.append(maj_at_k(task, example, group, k))
+    return {
+        "eval/pass@1": float(np.mean(pass1)),
+        "eval/pass@k": float(np.mean(passk)),
+        "eval/maj@k": float(np.mean(majk)),
+    }
