@@ -31,6 +31,7 @@ from workers.evaluation import score_eval
 from workers.models import load_policy
 from workers.pipeline import build_stages
 from workers.pipeline.batch import RolloutBatch
+from workers.pipeline.history import PromptHistory
 from workers.pipeline.objective import aggregator, k3_kl
 from workers.pipeline.stages import LossInputs, StageContext
 from workers.reporting import Reporter
@@ -92,6 +93,7 @@ class Trainer:
             weight_decay=cfg.optimizer.weight_decay,
         )
         self.recompute_old_logprobs = recomputes_old_logprobs(cfg)
+        self.history = PromptHistory()
         self.reference = self.frozen_copy() if cfg.objective.kl_coef > 0 else None
         # separate streams, so that e.g. evaluating more often never changes the training samples
         self.data_rng = np.random.default_rng(cfg.seed)
@@ -224,8 +226,11 @@ class Trainer:
 
     # ------------------------------------------------------------------ phase: collect
     def collect(self, step: int) -> Collected:
-        """generate -> reward -> filter, for as many rounds as the filter allows, until the batch is full."""
-        budget = self.stages.control.plan(step)
+        """generate -> reward -> filter, for as many rounds as the filter allows, until the batch is full.
+
+        The control stage plans the step, then sets each round's prompts' budget; every scored
+        group, kept or not, goes into the prompt history before the control stage observes it.
+        """
         ctx = StageContext(
             policy=self.policy,
             backend=self.backend,
@@ -234,22 +239,25 @@ class Trainer:
             top_p=self.cfg.rollout.top_p,
             top_k=self.cfg.rollout.top_k,
             step=step,
+            history=self.history,
         )
+        budget = self.stages.control.plan(ctx)
         kept, generated, generate_s, reward_s, rounds = [], [], 0.0, 0.0, 0
         while rounds < self.stages.filter.max_rounds and sum(b.num_groups for b in kept) < budget.prompts:
             rounds += 1
             examples = self.task.train_batch(budget.prompts - sum(b.num_groups for b in kept), self.data_rng)
             self.note_examples(examples)
             t = time.perf_counter()
-            batch = self.stages.generate(ctx, examples, budget)
+            batch = self.stages.generate(ctx, examples, self.stages.control.allocate(ctx, examples, budget))
             generate_s += time.perf_counter() - t
             t = time.perf_counter()
             self.score(batch)
             reward_s += time.perf_counter() - t
-            kept.append(batch.select_groups(self.stages.filter(batch)))
+            kept.append(batch.select_groups(self.stages.filter(batch, ctx)))
             generated.append(batch)
             self.check_stop()
         everything = RolloutBatch.concat(generated)
+        self.history.update(everything, step)
         self.stages.control.observe(everything)
         self.counters["counters/rollout_tokens"] += float(everything.lengths.sum())
         self.counters["counters/samples"] += everything.num_samples
@@ -273,7 +281,7 @@ class Trainer:
         parts = {name: [] for name in self.rewards}
         correct = []
         for row, text in enumerate(batch.texts):
-            example = batch.examples[row // batch.group_size]
+            example = batch.example_of(row)
             completion = Completion(text=text, length=int(lengths[row]), truncated=bool(truncated[row]))
             for name, (_, fn) in self.rewards.items():
                 parts[name].append(fn(example, completion))
@@ -285,11 +293,11 @@ class Trainer:
     # ------------------------------------------------------------------ phase: advantage
     def compute_advantages(self, batch: RolloutBatch) -> None:
         """Advantages of every sample; a sample is in the loss if both the filter and the estimator keep it."""
-        advantages, in_loss = self.stages.advantage(batch.group(batch.rewards))  # (P, n) each
-        kept_by_filter = batch.in_loss if batch.in_loss is not None else torch.ones_like(in_loss.flatten())
-        batch.advantages, batch.in_loss = advantages.flatten(), in_loss.flatten() & kept_by_filter
+        out = self.stages.advantage(batch)
+        kept_by_filter = batch.in_loss if batch.in_loss is not None else torch.ones_like(out.in_loss)
+        batch.advantages, batch.in_loss = out.advantages, out.in_loss & kept_by_filter
         for row, (value, estimator_keeps, filter_keeps) in enumerate(
-            zip(batch.advantages.tolist(), in_loss.flatten().tolist(), kept_by_filter.tolist())
+            zip(batch.sample_advantages().tolist(), out.in_loss.tolist(), kept_by_filter.tolist())
         ):
             if not estimator_keeps:
                 batch.notes[row]["advantage"] = "pivot: left out of the loss"
@@ -348,8 +356,7 @@ class Trainer:
     def training_inputs(self, batch: RolloutBatch, rows: torch.Tensor) -> dict[str, torch.Tensor]:
         """Prompt (left-padded) + completion (right-padded) token matrices for the rows in the loss."""
         device = self.device
-        n = batch.group_size
-        prompts = [batch.prompt_ids[int(r) // n] for r in rows]
+        prompts = [batch.prompt_ids[int(batch.group_index[r])] for r in rows]
         width = max(len(p) for p in prompts)
         prompt_ids = torch.full((len(rows), width), self.policy.pad_id, dtype=torch.long)
         prompt_mask = torch.zeros((len(rows), width), dtype=torch.long)
@@ -449,31 +456,33 @@ class Trainer:
     def batch_metrics(self, collected: Collected) -> dict[str, float]:
         """Rewards and completions of everything generated this step; what the pipeline did."""
         gen, batch = collected.generated, collected.batch
-        rewards = gen.group(gen.rewards)  # (P, n)
-        correct = gen.group(gen.correct.float())
+        correct = gen.correct.float()
         lengths = gen.lengths
         metrics = {
             "reward/mean": float(gen.rewards.mean()),
             "reward/std": float(gen.rewards.std()) if gen.num_samples > 1 else 0.0,
             **{f"reward/{name}/mean": float(v.mean()) for name, v in gen.reward_parts.items()},
-            "groups/frac_zero_std": float((rewards.max(-1).values == rewards.min(-1).values).float().mean()),
-            "groups/frac_all_correct": float((correct.min(-1).values == 1).float().mean()),
-            "groups/frac_all_wrong": float((correct.max(-1).values == 0).float().mean()),
+            "groups/frac_zero_std": float(
+                (gen.group_reduce(gen.rewards, "amax") == gen.group_reduce(gen.rewards, "amin")).float().mean()
+            ),
+            "groups/frac_all_correct": float((gen.group_reduce(correct, "amin") == 1).float().mean()),
+            "groups/frac_all_wrong": float((gen.group_reduce(correct, "amax") == 0).float().mean()),
             "completions/mean_length": float(lengths.float().mean()),
             "completions/max_length": float(lengths.max()),
             "completions/clipped_ratio": float(gen.truncated.float().mean()),
-            "pipeline/generate/samples_per_prompt": float(gen.group_size),
+            "pipeline/generate/samples_per_prompt": gen.num_samples / gen.num_groups,
             "pipeline/filter/rounds": float(collected.rounds),
             "pipeline/filter/missing_groups": float(collected.missing_groups),
             "pipeline/filter/dropped_groups": float(gen.num_groups - batch.num_groups),
             "pipeline/filter/kept_groups": float(batch.num_groups),
             "pipeline/filter/left_out_samples": float((~batch.in_loss).sum()) if batch.in_loss is not None else 0.0,
+            **self.history.metrics(),
         }
         return metrics
 
     @staticmethod
     def advantage_metrics(batch: RolloutBatch) -> dict[str, float]:
-        used = batch.advantages[batch.in_loss]
+        used = batch.sample_advantages()[batch.in_loss]
         return {
             "advantage/mean": float(used.mean()),
             "advantage/abs_mean": float(used.abs().mean()),
@@ -494,7 +503,7 @@ class Trainer:
 
     @staticmethod
     def describe_sample(batch: RolloutBatch, row: int) -> dict:
-        example = batch.examples[row // batch.group_size]
+        example = batch.example_of(row)
         used = batch.advantages is not None and bool(batch.in_loss[row])  # dropped groups have no advantage
         return {
             "prompt": example.prompt,
@@ -503,7 +512,7 @@ class Trainer:
             "reward": float(batch.rewards[row]),
             "rewards": {name: float(v[row]) for name, v in batch.reward_parts.items()},
             "correct": bool(batch.correct[row]),
-            "advantage": float(batch.advantages[row]) if used else None,
+            "advantage": float(batch.sample_advantages()[row]) if used else None,
             "length": int(batch.mask[row].sum()),
             "truncated": bool(batch.truncated[row]),
             "stages": dict(batch.notes[row]),
@@ -517,11 +526,12 @@ class Trainer:
 
     # ------------------------------------------------------------------ artifacts
     def save_checkpoint(self, step: int) -> None:
-        """Weights, tokenizer and the resolved config, side by side."""
+        """Weights, tokenizer, the prompt history and the resolved config, side by side."""
         if self.artifacts_dir is None:
             return
         path = Path(self.artifacts_dir) / "checkpoints" / f"step-{step}"
         self.policy.model.save_pretrained(path)
         self.policy.tokenizer.save_pretrained(path)
+        (path / "prompt_history.json").write_text(json.dumps(self.history.state_dict()))
         (path / "run_config.yaml").write_text(yaml.safe_dump(self.cfg.model_dump(mode="json"), sort_keys=False))
         self.reporter.artifact(str(path), "checkpoint")

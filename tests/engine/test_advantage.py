@@ -10,8 +10,9 @@ from workers.pipeline.advantage import ADVANTAGES
 
 
 def estimator(name, scale="std"):
+    """The estimator's per-group function: rewards (P, n) -> advantages (P, n), in_loss (P, n)."""
     cfg = resolve({"advantage": {"name": name, "scale": scale}})
-    return ADVANTAGES.get(name)(cfg)
+    return ADVANTAGES.get(name)(cfg).per_group
 
 
 REWARDS = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.2, 0.9, 0.4, 0.4], [1.0, 1.0, 1.0, 1.0]])
@@ -112,7 +113,7 @@ def mc_grpo_estimator():
 
     cfg = resolve({"method": "mc-grpo"})
     assert METHODS["mc-grpo"][1]["advantage"]["scale"] == "mad"
-    return ADVANTAGES.get(cfg.advantage.name)(cfg)
+    return ADVANTAGES.get(cfg.advantage.name)(cfg).per_group
 
 
 def reference_mc_grpo(group, eps=1e-3):

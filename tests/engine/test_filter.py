@@ -27,7 +27,7 @@ def scored_batch(cfg, groups):
         mask[row, :length] = 1
     batch = RolloutBatch(
         examples=examples,
-        group_size=n,
+        group_sizes=[n] * len(groups),
         prompt_ids=[[1, 2] for _ in examples],
         tokens=torch.zeros(len(samples), MAX_NEW, dtype=torch.long),
         logprobs=torch.zeros(len(samples), MAX_NEW),
@@ -62,24 +62,24 @@ def test_dapo_drops_an_all_wrong_group_even_when_a_length_penalty_spreads_its_re
     cfg, dynamic_sampling = dapo()
     batch = scored_batch(cfg, GROUPS)
     assert batch.group(batch.rewards)[0].unique().numel() > 1  # the overlong penalty moved one reward
-    assert dynamic_sampling(batch) == [1]
+    assert dynamic_sampling(batch, ctx=None) == [1]
     assert batch.notes[0]["filter"] == "dropped: all correct or all wrong"
 
 
 def test_dynamic_sampling_on_rewards_keeps_that_group():
     cfg, by_reward = dapo(signal="reward")
-    assert by_reward(scored_batch(cfg, GROUPS)) == [0, 1]
+    assert by_reward(scored_batch(cfg, GROUPS), ctx=None) == [0, 1]
 
 
 def test_overlong_filtering_keeps_a_truncated_sample_in_the_baseline_but_out_of_the_loss():
     cfg, dynamic_sampling = dapo(signal="reward", overlong=True)
     batch = scored_batch(cfg, GROUPS)
-    dynamic_sampling(batch)
+    dynamic_sampling(batch, ctx=None)
     assert batch.in_loss.tolist() == [True, True, False, True] + [True] * 4
     assert "truncated: left out of the loss" in batch.notes[2]["filter"]
     _, without = dapo(signal="reward")
     unfiltered = scored_batch(cfg, GROUPS)
-    without(unfiltered)
+    without(unfiltered, ctx=None)
     assert unfiltered.in_loss.all()
 
 

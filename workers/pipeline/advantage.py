@@ -1,13 +1,19 @@
 """Advantage stage: the baseline each sample is compared with, and the scale.
 
-Every estimator maps group rewards (P, n) to advantages (P, n) and an in_loss
-mask (P, n) saying which samples carry gradient.
+The stage sees the whole RolloutBatch (rewards and their parts, lengths,
+log-probabilities, groups of any size) and returns an AdvantageOutput: an
+advantage per sample (N,) or per token (N, T), and which samples carry gradient.
+Estimators that only need each group's rewards subclass `GroupEstimator` and
+write `per_group(rewards (P, n))`; it runs once per group size, so they work on
+ragged batches unchanged.
 """
 
 from __future__ import annotations
 
 import torch
 
+from workers.pipeline.batch import RolloutBatch
+from workers.pipeline.stages import AdvantageOutput
 from workers.registry import Registry
 
 ADVANTAGES: Registry[type] = Registry("advantage estimator")
@@ -38,11 +44,24 @@ def rescale_nonzero(advantages: torch.Tensor, atol: float = 1e-6) -> torch.Tenso
     return torch.where(nonzero, advantages * factor, advantages)
 
 
-class Estimator:
-    """What every estimator shares: the spread it divides by and the optional non-zero rescale."""
+class GroupEstimator:
+    """An estimator that reads only each group's rewards: the spread it divides by, the optional
+    non-zero rescale, and the run over each size class of a ragged batch."""
 
     def __init__(self, cfg):
         self.how, self.eps, self.rescale = cfg.advantage.scale, cfg.advantage.eps, cfg.advantage.rescale_nonzero
+
+    def __call__(self, batch: RolloutBatch) -> AdvantageOutput:
+        advantages = torch.zeros(batch.num_samples)
+        in_loss = torch.zeros(batch.num_samples, dtype=torch.bool)
+        for _, rows in batch.by_size():  # rows (P_k, n_k)
+            group_advantages, group_in_loss = self.per_group(batch.rewards[rows])
+            advantages[rows], in_loss[rows] = group_advantages, group_in_loss
+        return AdvantageOutput(advantages, in_loss)
+
+    def per_group(self, rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """rewards (P, n) -> advantages (P, n), in_loss (P, n) bool."""
+        raise NotImplementedError
 
     def normalize(self, centered: torch.Tensor, rewards: torch.Tensor) -> torch.Tensor:
         advantages = scale(centered, rewards, self.how, self.eps)
@@ -50,7 +69,7 @@ class Estimator:
 
 
 @ADVANTAGES.register("group-mean")
-class GroupMean(Estimator):
+class GroupMean(GroupEstimator):
     """A_i = (r_i - mean(r)) / (std(r) + eps) over the group (GRPO: Shao et al. 2024, eq. 3).
 
     With advantage.scale = none this is Dr. GRPO's unscaled advantage
@@ -58,27 +77,27 @@ class GroupMean(Estimator):
     Shapes: rewards (P, n) -> (P, n). Knobs: advantage.scale, advantage.eps.
     """
 
-    def __call__(self, rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def per_group(self, rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         centered = rewards - rewards.mean(dim=-1, keepdim=True)
         return self.normalize(centered, rewards), torch.ones_like(rewards, dtype=torch.bool)
 
 
 @ADVANTAGES.register("leave-one-out")
-class LeaveOneOut(Estimator):
+class LeaveOneOut(GroupEstimator):
     """A_i = r_i - mean_{j != i} r_j: a sample never enters its own baseline.
 
     RLOO (Ahmadian et al. 2024, "Back to Basics", eq. 7; Kool et al. 2019).
     Shapes: rewards (P, n) -> (P, n). Knobs: advantage.scale (RLOO uses none).
     """
 
-    def __call__(self, rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def per_group(self, rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         n = rewards.shape[-1]
         others_mean = (rewards.sum(dim=-1, keepdim=True) - rewards) / (n - 1)
         return self.normalize(rewards - others_mean, rewards), torch.ones_like(rewards, dtype=torch.bool)
 
 
 @ADVANTAGES.register("group-median")
-class GroupMedian(Estimator):
+class GroupMedian(GroupEstimator):
     """A_i = (r_i - median(r)) / (spread + eps); the median sample (the pivot) is left out of the loss.
 
     MC-GRPO (Kim 2026, "Median-Centered Group Relative Policy Optimization for
@@ -95,7 +114,7 @@ class GroupMedian(Estimator):
     Shapes: rewards (P, n) -> (P, n). Knobs: advantage.scale, advantage.eps, advantage.rescale_nonzero.
     """
 
-    def __call__(self, rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def per_group(self, rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         n = rewards.shape[-1]
         order = rewards.argsort(dim=-1, stable=True)  # (P, n)
         pivot = order[:, (n - 1) // 2 : (n - 1) // 2 + 1]  # (P, 1) index of the median sample

@@ -1,13 +1,23 @@
 """RolloutBatch: the groups of completions that flow through the pipeline stages.
 
-Samples are stored flat and prompt-major: N = P groups x n samples, and the
-samples of group g are rows g*n .. g*n+n-1. Every group in a batch has the same
-size n; `group(x)` views a per-sample tensor as (P, n).
+Samples are stored flat and prompt-major: N samples in P groups, and the samples
+of group g are rows offsets[g] .. offsets[g+1]-1. Groups may differ in size (a
+control stage can give a hard prompt 16 rollouts and an easy one 2), so every
+per-group computation goes through one of three views:
+
+    batch.group(values)          # (P, n): only when every group has n samples
+    batch.by_size()              # [(groups, rows (P_k, n_k))]: groups of equal size stacked
+    batch.group_reduce(x, "amax")  # (P,): a reduction within each group, any sizes
+
+`by_size` lets any estimator written for a (P, n) matrix run unchanged on ragged
+batches: it sees each size class as one matrix, and a group's result never
+depends on which other groups share the batch.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import torch
 import torch.nn.functional as F
@@ -18,7 +28,7 @@ from workers.tasks import Example
 @dataclass
 class RolloutBatch:
     examples: list[Example]  # P: one per group
-    group_size: int  # n
+    group_sizes: list[int]  # P: samples in each group
     prompt_ids: list[list[int]]  # P
     tokens: torch.Tensor  # (N, T) long
     logprobs: torch.Tensor  # (N, T) sampling policy's log-probabilities
@@ -29,7 +39,7 @@ class RolloutBatch:
     rewards: torch.Tensor | None = None  # (N,) weighted sum
     reward_parts: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> (N,)
     correct: torch.Tensor | None = None  # (N,) bool
-    advantages: torch.Tensor | None = None  # (N,)
+    advantages: torch.Tensor | None = None  # (N,) per sample, or (N, T) per token
     in_loss: torch.Tensor | None = None  # (N,) bool: may carry gradient (set by the filter, narrowed by the advantage)
     notes: list[dict[str, str]] = field(default_factory=list)  # N: what each stage did to the sample
 
@@ -45,9 +55,49 @@ class RolloutBatch:
     def lengths(self) -> torch.Tensor:  # (N,)
         return self.mask.sum(-1)
 
+    @property
+    def group_size(self) -> int:
+        """The size every group shares; a batch of ragged groups has none (use group_sizes)."""
+        sizes = set(self.group_sizes)
+        if len(sizes) != 1:
+            raise ValueError(f"groups of sizes {sorted(sizes)} have no common size; use group_sizes")
+        return sizes.pop()
+
+    @cached_property
+    def offsets(self) -> list[int]:
+        """P + 1 row offsets: group g holds rows offsets[g] .. offsets[g+1]-1."""
+        out = [0]
+        for size in self.group_sizes:
+            out.append(out[-1] + size)
+        return out
+
+    @cached_property
+    def group_index(self) -> torch.Tensor:
+        """(N,) long: the group of every row."""
+        return torch.repeat_interleave(torch.arange(self.num_groups), torch.tensor(self.group_sizes, dtype=torch.long))
+
+    def example_of(self, row: int) -> Example:
+        return self.examples[int(self.group_index[row])]
+
     def group(self, values: torch.Tensor) -> torch.Tensor:
-        """(N,) -> (P, n)."""
+        """(N,) -> (P, n), for a batch whose groups all have n samples."""
         return values.view(self.num_groups, self.group_size)
+
+    def by_size(self) -> list[tuple[list[int], torch.Tensor]]:
+        """For each group size: the groups of that size, and their rows as a (P_k, n_k) index matrix."""
+        classes: dict[int, list[int]] = {}
+        for g, size in enumerate(self.group_sizes):
+            classes.setdefault(size, []).append(g)
+        return [
+            (groups, torch.tensor([list(range(self.offsets[g], self.offsets[g + 1])) for g in groups]))
+            for _, groups in sorted(classes.items())
+        ]
+
+    def group_reduce(self, values: torch.Tensor, how: str) -> torch.Tensor:
+        """(N,) -> (P,): "sum", "mean", "amax" or "amin" over each group's samples."""
+        out = torch.zeros(self.num_groups, dtype=values.dtype, device=values.device)
+        index = self.group_index.to(values.device)
+        return out.scatter_reduce(0, index, values, reduce=how, include_self=False)
 
     def note(self, stage: str, what: str, groups: list[int] | None = None) -> None:
         """Record what `stage` did, for every sample or for those of the given groups."""
@@ -56,15 +106,21 @@ class RolloutBatch:
             self.notes[row][stage] = what
 
     def rows_of(self, groups: list[int]) -> list[int]:
-        n = self.group_size
-        return [g * n + i for g in groups for i in range(n)]
+        return [row for g in groups for row in range(self.offsets[g], self.offsets[g + 1])]
+
+    def sample_advantages(self) -> torch.Tensor:
+        """(N,): each sample's advantage; a per-token advantage is averaged over the sample's tokens."""
+        if self.advantages.dim() == 1:
+            return self.advantages
+        mask = self.mask.to(self.advantages.device)
+        return (self.advantages * mask).sum(-1) / mask.sum(-1).clamp(min=1)
 
     def select_groups(self, groups: list[int]) -> RolloutBatch:
         rows = torch.tensor(self.rows_of(groups), dtype=torch.long)
         pick = lambda x: None if x is None else x[rows.to(x.device)]  # noqa: E731
         return RolloutBatch(
             examples=[self.examples[g] for g in groups],
-            group_size=self.group_size,
+            group_sizes=[self.group_sizes[g] for g in groups],
             prompt_ids=[self.prompt_ids[g] for g in groups],
             tokens=pick(self.tokens),
             logprobs=pick(self.logprobs),
@@ -82,7 +138,7 @@ class RolloutBatch:
 
     @staticmethod
     def concat(batches: list[RolloutBatch]) -> RolloutBatch:
-        """Join batches of equal group size; completions are right-padded to the longest."""
+        """Join batches, whatever their group sizes; completions are right-padded to the longest."""
         nonempty = [b for b in batches if b.num_groups]
         if len(nonempty) <= 1:
             return nonempty[0] if nonempty else batches[0]
@@ -91,9 +147,12 @@ class RolloutBatch:
         pad = lambda x, value=0: F.pad(x, (0, width - x.shape[1]), value=value)  # noqa: E731
         cat = lambda xs: None if any(x is None for x in xs) else torch.cat(xs)  # noqa: E731
         first = batches[0]
+        advantages = [b.advantages for b in batches]
+        if all(a is not None and a.dim() == 2 for a in advantages):
+            advantages = [pad(a) for a in advantages]
         return RolloutBatch(
             examples=[e for b in batches for e in b.examples],
-            group_size=first.group_size,
+            group_sizes=[n for b in batches for n in b.group_sizes],
             prompt_ids=[p for b in batches for p in b.prompt_ids],
             tokens=torch.cat([pad(b.tokens) for b in batches]),
             logprobs=torch.cat([pad(b.logprobs) for b in batches]),
@@ -104,7 +163,7 @@ class RolloutBatch:
             rewards=cat([b.rewards for b in batches]),
             reward_parts={k: torch.cat([b.reward_parts[k] for b in batches]) for k in first.reward_parts},
             correct=cat([b.correct for b in batches]),
-            advantages=cat([b.advantages for b in batches]),
+            advantages=cat(advantages),
             in_loss=cat([b.in_loss for b in batches]),
             notes=[n for b in batches for n in b.notes],
         )

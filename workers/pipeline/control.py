@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from workers.pipeline.batch import RolloutBatch
-from workers.pipeline.stages import Budget
+from workers.pipeline.stages import Budget, StageContext
 from workers.registry import Registry
+from workers.tasks import Example
 
 CONTROLLERS: Registry[type] = Registry("control component")
 
@@ -17,8 +18,11 @@ class FixedBudget:
         r = cfg.rollout
         self.budget = Budget(prompts=r.prompts_per_step, group_size=r.group_size, max_new_tokens=r.max_new_tokens)
 
-    def plan(self, step: int) -> Budget:
+    def plan(self, ctx: StageContext) -> Budget:
         return self.budget
+
+    def allocate(self, ctx: StageContext, examples: list[Example], budget: Budget) -> Budget:
+        return budget
 
     def observe(self, batch: RolloutBatch) -> None:
         pass

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from workers.pipeline.batch import RolloutBatch
+from workers.pipeline.stages import StageContext
 from workers.registry import Registry
 
 FILTERS: Registry[type] = Registry("filter component")
@@ -28,8 +29,8 @@ class GroupFilter:
     def __init__(self, cfg):
         self.overlong = cfg.filter.overlong
 
-    def __call__(self, batch: RolloutBatch) -> list[int]:
-        kept = self.keep(batch)
+    def __call__(self, batch: RolloutBatch, ctx: StageContext) -> list[int]:
+        kept = self.keep(batch, ctx)
         in_loss = torch.ones(batch.num_samples, dtype=torch.bool)
         if self.overlong:
             truncated = batch.truncated.cpu()
@@ -39,7 +40,7 @@ class GroupFilter:
         batch.in_loss = in_loss
         return kept
 
-    def keep(self, batch: RolloutBatch) -> list[int]:
+    def keep(self, batch: RolloutBatch, ctx: StageContext) -> list[int]:
         raise NotImplementedError
 
 
@@ -47,7 +48,7 @@ class GroupFilter:
 class KeepAll(GroupFilter):
     """Every group is trained on, informative or not (GRPO)."""
 
-    def keep(self, batch: RolloutBatch) -> list[int]:
+    def keep(self, batch: RolloutBatch, ctx: StageContext) -> list[int]:
         batch.note("filter", "kept")
         return list(range(batch.num_groups))
 
@@ -69,9 +70,9 @@ class DynamicSampling(GroupFilter):
         super().__init__(cfg)
         self.max_rounds, self.signal = cfg.filter.max_rounds, cfg.filter.signal
 
-    def keep(self, batch: RolloutBatch) -> list[int]:
-        values = batch.group(batch.correct.float() if self.signal == "correct" else batch.rewards)  # (P, n)
-        informative = (values.max(-1).values > values.min(-1).values).tolist()
+    def keep(self, batch: RolloutBatch, ctx: StageContext) -> list[int]:
+        values = batch.correct.float() if self.signal == "correct" else batch.rewards  # (N,)
+        informative = (batch.group_reduce(values, "amax") > batch.group_reduce(values, "amin")).tolist()  # (P,)
         kept = [g for g, keep in enumerate(informative) if keep]
         dropped = [g for g, keep in enumerate(informative) if not keep]
         reason = "all correct or all wrong" if self.signal == "correct" else "all rewards equal"

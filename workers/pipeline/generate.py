@@ -11,15 +11,23 @@ from workers.tasks import Example
 GENERATORS: Registry[type] = Registry("generate component")
 
 
-def sample_groups(ctx: StageContext, examples: list[Example], n: int, max_new_tokens: int) -> RolloutBatch:
-    """n samples per example from the backend, decoded, as a RolloutBatch of len(examples) groups."""
+def sample_groups(ctx: StageContext, examples: list[Example], budget: Budget, extra: int = 0) -> RolloutBatch:
+    """The budget's samples per example (plus `extra` each) from the backend, decoded, one group per example.
+
+    A budget without per-prompt sizes or limits makes one uniform request, as the backend
+    is asked everywhere else; with them, each prompt gets its own group size and limit.
+    """
     prompt_ids = [ctx.policy.encode_prompt(e.prompt) for e in examples]
-    params = SamplingParams(max_new_tokens, ctx.temperature, ctx.top_p, ctx.top_k)
-    out = ctx.backend.generate(prompt_ids, n, params, ctx.generator)
+    sizes = [size + extra for size in budget.sizes(len(examples))]
+    params = SamplingParams(budget.max_new_tokens, ctx.temperature, ctx.top_p, ctx.top_k)
+    if budget.group_sizes or budget.max_new_tokens_per_prompt:
+        out = ctx.backend.generate(prompt_ids, sizes, params, ctx.generator, limits=budget.limits(len(examples)))
+    else:
+        out = ctx.backend.generate(prompt_ids, sizes[0], params, ctx.generator)
     texts = ctx.policy.decode_completions(out)
     return RolloutBatch(
         examples=list(examples),
-        group_size=n,
+        group_sizes=sizes,
         prompt_ids=prompt_ids,
         tokens=out.tokens,
         logprobs=out.logprobs,
@@ -42,8 +50,9 @@ class IndependentGroups:
         pass
 
     def __call__(self, ctx: StageContext, examples: list[Example], budget: Budget) -> RolloutBatch:
-        batch = sample_groups(ctx, examples, budget.group_size, budget.max_new_tokens)
-        batch.note("generate", f"sampled 1 of {budget.group_size}")
+        batch = sample_groups(ctx, examples, budget)
+        for g, size in enumerate(batch.group_sizes):
+            batch.note("generate", f"sampled 1 of {size}", [g])
         return batch
 
 
@@ -60,6 +69,7 @@ class PivotGroups:
         pass
 
     def __call__(self, ctx: StageContext, examples: list[Example], budget: Budget) -> RolloutBatch:
-        batch = sample_groups(ctx, examples, budget.group_size + 1, budget.max_new_tokens)
-        batch.note("generate", f"sampled 1 of {budget.group_size}+1")
+        batch = sample_groups(ctx, examples, budget, extra=1)
+        for g, size in enumerate(batch.group_sizes):
+            batch.note("generate", f"sampled 1 of {size - 1}+1", [g])
         return batch

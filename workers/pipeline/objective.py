@@ -19,13 +19,25 @@ def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> float:
     return float((values * mask).sum() / mask.sum().clamp(min=1))
 
 
+def token_advantages(x: LossInputs) -> torch.Tensor:
+    """(B, T) or (B, 1): the advantage each token's term is weighted by."""
+    return x.advantages if x.advantages.dim() == 2 else x.advantages[:, None]
+
+
+def sequence_advantages(x: LossInputs) -> torch.Tensor:
+    """(B,): one advantage per sequence; a per-token advantage is averaged over the sequence's tokens."""
+    if x.advantages.dim() == 1:
+        return x.advantages
+    return (x.advantages * x.mask).sum(-1) / x.mask.sum(-1).clamp(min=1)
+
+
 @OBJECTIVES.register("token-clip")
 class TokenClip:
     """PPO's clipped surrogate per token (Schulman et al. 2017, eq. 7; GRPO: Shao et al. 2024, eq. 3).
 
     L_t = -min(rho_t A, clip(rho_t, 1 - clip_low, 1 + clip_high) A), rho_t = pi(o_t) / pi_old(o_t).
     DAPO's clip-higher (Yu et al. 2025, sec. 3.1) is clip_high > clip_low.
-    Shapes: logprobs (B, T), advantages (B,). Knobs: objective.clip_low, clip_high, aggregation.
+    Shapes: logprobs (B, T), advantages (B,) or (B, T). Knobs: objective.clip_low, clip_high, aggregation.
     """
 
     def __init__(self, cfg):
@@ -33,7 +45,7 @@ class TokenClip:
 
     def __call__(self, x: LossInputs) -> LossOutput:
         ratio = torch.exp(x.logprobs - x.old_logprobs)  # (B, T)
-        advantage = x.advantages[:, None]  # (B, 1)
+        advantage = token_advantages(x)  # (B, 1) or (B, T)
         unclipped = ratio * advantage
         clipped = ratio.clamp(1 - self.low, 1 + self.high) * advantage
         loss = x.aggregate(-torch.minimum(unclipped, clipped))
@@ -67,15 +79,16 @@ class SequenceClip:
         in_loss = lengths > 0
         log_ratio = ((x.logprobs - x.old_logprobs) * x.mask).sum(-1) / lengths.clamp(min=1)  # (B,)
         ratio = torch.exp(log_ratio)
-        unclipped = ratio * x.advantages
-        clipped = ratio.clamp(1 - self.low, 1 + self.high) * x.advantages
+        advantages = sequence_advantages(x)  # (B,)
+        unclipped = ratio * advantages
+        clipped = ratio.clamp(1 - self.low, 1 + self.high) * advantages
         per_sequence = -torch.minimum(unclipped, clipped)  # (B,)
         loss = (per_sequence * in_loss).sum() / in_loss.sum().clamp(min=1)
         with torch.no_grad():
             weight = in_loss.float()
             stats = {
-                "policy/clip_ratio/low": masked_mean(((ratio < 1 - self.low) & (x.advantages < 0)).float(), weight),
-                "policy/clip_ratio/high": masked_mean(((ratio > 1 + self.high) & (x.advantages > 0)).float(), weight),
+                "policy/clip_ratio/low": masked_mean(((ratio < 1 - self.low) & (advantages < 0)).float(), weight),
+                "policy/clip_ratio/high": masked_mean(((ratio > 1 + self.high) & (advantages > 0)).float(), weight),
                 "policy/sequence_ratio_mean": masked_mean(ratio, weight),
             }
         return LossOutput(loss=loss, stats=stats)

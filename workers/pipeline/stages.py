@@ -13,16 +13,35 @@ from typing import Protocol
 import torch
 
 from workers.pipeline.batch import RolloutBatch
+from workers.pipeline.history import PromptHistory
 from workers.tasks import Example
 
 
 @dataclass(frozen=True)
 class Budget:
-    """What the control stage grants the next generation."""
+    """What the control stage grants the next generation.
+
+    `prompts`, `group_size` and `max_new_tokens` are the plan for a step; once the prompts
+    are known, the control stage may give each its own group size and length limit
+    (`group_sizes`, `max_new_tokens_per_prompt`, one entry per prompt), e.g. 16 rollouts to
+    a hard prompt and 2 to an easy one.
+    """
 
     prompts: int
     group_size: int
     max_new_tokens: int
+    group_sizes: tuple[int, ...] = ()
+    max_new_tokens_per_prompt: tuple[int, ...] = ()
+
+    def sizes(self, prompts: int) -> list[int]:
+        """The group size of each of `prompts` prompts."""
+        return list(self.group_sizes) if self.group_sizes else [self.group_size] * prompts
+
+    def limits(self, prompts: int) -> list[int]:
+        """The completion-length limit of each of `prompts` prompts."""
+        return (
+            list(self.max_new_tokens_per_prompt) if self.max_new_tokens_per_prompt else [self.max_new_tokens] * prompts
+        )
 
 
 @dataclass
@@ -34,6 +53,7 @@ class StageContext:
     top_p: float
     top_k: int
     step: int
+    history: PromptHistory  # per-prompt statistics across steps, read by control and filter components
 
 
 class GenerateStage(Protocol):
@@ -43,7 +63,7 @@ class GenerateStage(Protocol):
 class FilterStage(Protocol):
     max_rounds: int  # generation rounds the trainer may run to fill a batch
 
-    def __call__(self, batch: RolloutBatch) -> list[int]:
+    def __call__(self, batch: RolloutBatch, ctx: StageContext) -> list[int]:
         """Indices of the groups that go on to training; notes the fate of every sample.
 
         Also sets batch.in_loss (N,): the samples that may carry gradient (the advantage
@@ -52,7 +72,13 @@ class FilterStage(Protocol):
 
 
 class ControlStage(Protocol):
-    def plan(self, step: int) -> Budget: ...
+    def plan(self, ctx: StageContext) -> Budget:
+        """How many prompts the step draws, and their default group size and length limit."""
+        ...
+
+    def allocate(self, ctx: StageContext, examples: list[Example], budget: Budget) -> Budget:
+        """The budget of these prompts: per-prompt group sizes and length limits, if the component sets them."""
+        ...
 
     def observe(self, batch: RolloutBatch) -> None:
         """See every scored group of a step (kept or not), to plan the next."""
@@ -69,9 +95,15 @@ class ReplayStage(Protocol):
         ...
 
 
+@dataclass
+class AdvantageOutput:
+    advantages: torch.Tensor  # (N,) per sample, or (N, T) per token
+    in_loss: torch.Tensor  # (N,) bool: the estimator lets the sample carry gradient
+
+
 class AdvantageStage(Protocol):
-    def __call__(self, rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """rewards (P, n) -> advantages (P, n), in_loss (P, n) bool."""
+    def __call__(self, batch: RolloutBatch) -> AdvantageOutput:
+        """Advantages of every sample of a scored batch (rewards, reward parts, lengths, groups of any size)."""
         ...
 
 
@@ -79,7 +111,7 @@ class AdvantageStage(Protocol):
 class LossInputs:
     logprobs: torch.Tensor  # (B, T) current policy, differentiable
     old_logprobs: torch.Tensor  # (B, T) sampling policy
-    advantages: torch.Tensor  # (B,)
+    advantages: torch.Tensor  # (B,) per sample, or (B, T) per token
     mask: torch.Tensor  # (B, T) 1 on completion tokens of samples in the loss
     aggregate: Callable[[torch.Tensor], torch.Tensor]  # (B, T) token values -> scalar, per objective.aggregation
 

@@ -7,6 +7,7 @@ implement the same protocol; it must import vllm lazily, inside its own module.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -25,23 +26,80 @@ class SamplingParams:
 
 @dataclass
 class Generations:
-    """Completions of N = prompts x n samples, prompt-major (the n samples of prompt 0 come first)."""
+    """Completions of N samples, prompt-major (the samples of prompt 0 come first), n per prompt.
+
+    A row ends in one of three ways: the end-of-sequence token (its last masked token), its
+    length limit (`truncated`), or a stop rule cutting it short (`stopped`: a partial
+    completion that can be continued later from its tokens and log-probabilities).
+    """
 
     tokens: torch.Tensor  # (N, T) long, pad after the end
     logprobs: torch.Tensor  # (N, T) float32: log pi_sampler(token) under temperature, 0 on padding
     mask: torch.Tensor  # (N, T) float32: 1 on generated tokens, the end-of-sequence token included
-    truncated: torch.Tensor  # (N,) bool: max_new_tokens reached before end-of-sequence
+    truncated: torch.Tensor  # (N,) bool: the length limit reached before end-of-sequence
+    stopped: torch.Tensor | None = None  # (N,) bool: cut short by a StopRule, unfinished
+
+    def __post_init__(self):
+        if self.stopped is None:
+            self.stopped = torch.zeros_like(self.truncated)
 
     @property
     def lengths(self) -> torch.Tensor:  # (N,)
         return self.mask.sum(-1).long()
 
 
+@dataclass(frozen=True)
+class Prefix:
+    """Completion tokens a row already has (from an earlier, interrupted generation) and their
+    sampler log-probabilities; generation continues after them, and the limit counts them."""
+
+    tokens: tuple[int, ...]
+    logprobs: tuple[float, ...]
+
+
+@dataclass
+class Partial:
+    """What a stop rule's predicate sees: the rows so far (new tokens only, and any prefix before them)."""
+
+    tokens: torch.Tensor  # (N, t) long: the tokens generated in this call so far
+    logprobs: torch.Tensor  # (N, t)
+    finished: torch.Tensor  # (N,) bool: ended (end-of-sequence or limit) or stopped already
+    hidden: torch.Tensor | None  # (N, C): the last layer's state at each row's latest token, if asked for
+
+
+@dataclass
+class StopRule:
+    """When a generation may end before every row has.
+
+    finished_rows: stop every unfinished row once this many rows have ended (APRIL's
+    over-provisioning); abort: called every `every` tokens with a Partial, returns (N,) bool
+    rows to stop now (prune-while-generating methods); wants_hidden: hand the predicate the
+    policy's last hidden state (a learned head on it, as arrol's).
+    """
+
+    finished_rows: int | None = None
+    abort: Callable[[Partial], torch.Tensor] | None = None
+    every: int = 1
+    wants_hidden: bool = False
+
+
 class RolloutBackend(Protocol):
     def generate(
-        self, prompts: list[list[int]], n: int, params: SamplingParams, generator: torch.Generator
+        self,
+        prompts: list[list[int]],
+        n: int | list[int],
+        params: SamplingParams,
+        generator: torch.Generator,
+        limits: list[int] | None = None,
+        prefixes: list[Prefix | None] | None = None,
+        stop: StopRule | None = None,
     ) -> Generations:
-        """Sample n completions for each prompt (token ids, special tokens included)."""
+        """Sample n completions for each prompt (token ids, special tokens included).
+
+        n: one group size for every prompt, or one per prompt; limits: each prompt's
+        completion-length limit (default params.max_new_tokens for all); prefixes: per row,
+        completion tokens to continue from (their log-probabilities are returned unchanged in
+        front of the new ones); stop: when rows may be cut short (`Generations.stopped`)."""
         ...
 
     def sync_weights(self) -> None:

@@ -1,17 +1,20 @@
 """`hf`: batched sampling on torch with a KV cache; runs wherever torch runs.
 
 The prompts are left-padded into one batch and prefilled once; the cache is
-then repeated n times so a group's samples share their prompt's prefill. Each
-decoding step feeds one token per row. Rows that have emitted the
-end-of-sequence token keep decoding padding until every row is done or
-max_new_tokens is reached.
+then repeated n times (or each prompt's own n) so a group's samples share their
+prompt's prefill. Rows that continue an earlier completion (a Prefix) are
+prefilled one by one with it instead. Each decoding step feeds one token per
+row. Rows that have emitted the end-of-sequence token, reached their length
+limit or been cut by a StopRule decode padding until every row is done.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
-from workers.rollout import BACKENDS, Generations, SamplingParams
+from workers.rollout import BACKENDS, Generations, Partial, SamplingParams, StopRule
 
 
 @BACKENDS.register("hf")
@@ -25,44 +28,152 @@ class HFBackend:
         pass  # the sampler is the policy itself
 
     @torch.no_grad()
-    def generate(self, prompts, n, params: SamplingParams, generator) -> Generations:
-        model, device = self.policy.model, self.policy.device
+    def generate(self, prompts, n, params: SamplingParams, generator, limits=None, prefixes=None, stop=None):
+        model = self.policy.model
+        sizes = torch.tensor([n] * len(prompts) if isinstance(n, int) else list(n), dtype=torch.long)
+        limits = torch.tensor(limits if limits is not None else [params.max_new_tokens] * len(prompts))
         was_training = model.training
         model.eval()
+        if prefixes is None or not any(prefixes):
+            state = self.prefill_groups(prompts, sizes)
+            prefixes = None
+        else:
+            state = self.prefill_rows(prompts, sizes, prefixes)
+        done = len_of(prefixes, int(sizes.sum()))  # (N,) completion tokens each row already has
+        budget = limits.repeat_interleave(sizes) - done  # (N,) tokens each row may still add
+        new = self.decode(state, budget.to(state.logits.device), params, generator, stop)
+        model.train(was_training)
+        return new if prefixes is None else prepend(prefixes, new, self.policy.pad_id)
+
+    def prefill_groups(self, prompts, sizes) -> DecodeState:
+        """One prefill per prompt; each group's rows share it (the cache is repeated, not recomputed)."""
+        device = self.policy.device
         input_ids, attention = left_pad(prompts, self.policy.pad_id, device)  # (P, L)
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        out = model(
+        out = self.policy.model(
             input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, logits_to_keep=1
         )
         cache = out.past_key_values
-        if n > 1:
-            cache.batch_repeat_interleave(n)
-        logits = out.logits[:, -1].repeat_interleave(n, dim=0)  # (N, V)
-        attention = attention.repeat_interleave(n, dim=0)  # (N, L)
-        next_position = positions[:, -1:].repeat_interleave(n, dim=0) + 1  # (N, 1)
+        repeats = int(sizes[0]) if bool((sizes == sizes[0]).all()) else sizes.to(device)
+        if isinstance(repeats, int):
+            if repeats > 1:
+                cache.batch_repeat_interleave(repeats)
+        else:
+            cache.batch_select_indices(torch.arange(len(prompts), device=device).repeat_interleave(repeats))
+        return DecodeState(
+            cache=cache,
+            logits=out.logits[:, -1].repeat_interleave(repeats, dim=0),  # (N, V)
+            attention=attention.repeat_interleave(repeats, dim=0),  # (N, L)
+            next_position=positions[:, -1:].repeat_interleave(repeats, dim=0) + 1,  # (N, 1)
+            hidden=None,
+        )
 
-        rows = logits.shape[0]
+    def prefill_rows(self, prompts, sizes, prefixes) -> DecodeState:
+        """One prefill per row of its prompt and its prefix: rows continuing a completion share nothing."""
+        device = self.policy.device
+        owners = torch.arange(len(prompts)).repeat_interleave(sizes).tolist()
+        rows = [prompts[g] + list(prefix.tokens if prefix else ()) for g, prefix in zip(owners, prefixes)]
+        input_ids, attention = left_pad(rows, self.policy.pad_id, device)  # (N, L)
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        out = self.policy.model(
+            input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, logits_to_keep=1
+        )
+        return DecodeState(out.past_key_values, out.logits[:, -1], attention, positions[:, -1:] + 1, None)
+
+    def decode(self, state: DecodeState, budget, params, generator, stop) -> Generations:
+        """Sample one token per row per step until every row has ended, reached its budget or been stopped."""
+        model, device, eos = self.policy.model, state.logits.device, self.policy.eos_id
+        rows = state.logits.shape[0]
         tokens, logprobs = [], []
         finished = torch.zeros(rows, dtype=torch.bool, device=device)
-        for _ in range(params.max_new_tokens):
-            token, logprob = sample(logits.float(), params, generator)  # (N,), (N,)
+        stopped = torch.zeros(rows, dtype=torch.bool, device=device)
+        emitted = torch.zeros(rows, dtype=torch.long, device=device)  # tokens each row produced here
+        wants_hidden = bool(stop and stop.wants_hidden)
+        for t in range(max(int(budget.max()), 0)):
+            finished |= budget <= t  # a row at its length limit stops here
+            if bool(finished.all()):
+                break
+            token, logprob = sample(state.logits.float(), params, generator)  # (N,), (N,)
             token = token.masked_fill(finished, self.policy.pad_id)
             tokens.append(token)
             logprobs.append(logprob.masked_fill(finished, 0.0))
-            finished |= token == self.policy.eos_id
+            emitted += (~finished).long()
+            finished |= token == eos
+            if stop is not None:
+                cut = self.stop_rows(stop, tokens, logprobs, finished, stopped, state.hidden, t + 1)
+                stopped |= cut & ~finished
+                finished |= cut
             if bool(finished.all()):
                 break
-            attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=-1)
+            state.attention = torch.cat([state.attention, torch.ones_like(state.attention[:, :1])], dim=-1)
             out = model(
                 input_ids=token[:, None],
-                attention_mask=attention,
-                position_ids=next_position,
-                past_key_values=cache,
+                attention_mask=state.attention,
+                position_ids=state.next_position,
+                past_key_values=state.cache,
                 use_cache=True,
+                output_hidden_states=wants_hidden,
             )
-            cache, logits, next_position = out.past_key_values, out.logits[:, -1], next_position + 1
-        model.train(was_training)
-        return finish(torch.stack(tokens, 1), torch.stack(logprobs, 1), self.policy.eos_id)
+            state.cache, state.logits = out.past_key_values, out.logits[:, -1]
+            state.next_position = state.next_position + 1
+            state.hidden = out.hidden_states[-1][:, -1] if wants_hidden else None
+        if not tokens:  # every row was at its limit already
+            empty = torch.zeros(rows, 0, device=device)
+            return Generations(empty.long(), empty, empty, budget <= 0, stopped)
+        out = finish(torch.stack(tokens, 1), torch.stack(logprobs, 1), eos, emitted)
+        out.truncated &= ~stopped
+        out.stopped = stopped
+        return out
+
+    @staticmethod
+    def stop_rows(stop: StopRule, tokens, logprobs, finished, stopped, hidden, count: int) -> torch.Tensor:
+        """(N,) bool: the rows the stop rule cuts after `count` tokens (rows already finished stay as they are)."""
+        cut = torch.zeros_like(finished)
+        if stop.abort is not None and count % stop.every == 0:
+            partial = Partial(torch.stack(tokens, 1), torch.stack(logprobs, 1), finished.clone(), hidden)
+            cut |= stop.abort(partial).to(finished.device) & ~finished
+        ended = finished & ~stopped  # by end-of-sequence or limit, not by an earlier cut
+        if stop.finished_rows is not None and int(ended.sum()) >= stop.finished_rows:
+            cut |= ~finished
+        return cut
+
+
+@dataclass
+class DecodeState:
+    """What the decoding loop carries from one token to the next."""
+
+    cache: object  # the model's KV cache, one row per sample
+    logits: torch.Tensor  # (N, V) for the next token
+    attention: torch.Tensor  # (N, L + t)
+    next_position: torch.Tensor  # (N, 1)
+    hidden: torch.Tensor | None  # (N, C) last layer at the latest token, when a stop rule asks
+
+
+def len_of(prefixes, rows: int) -> torch.Tensor:
+    """(N,) completion tokens each row starts with."""
+    if prefixes is None:
+        return torch.zeros(rows, dtype=torch.long)
+    return torch.tensor([len(p.tokens) if p else 0 for p in prefixes], dtype=torch.long)
+
+
+def prepend(prefixes, new: Generations, pad_id: int) -> Generations:
+    """Each row's prefix tokens and log-probabilities in front of what was generated after them."""
+    rows = []
+    for r, prefix in enumerate(prefixes):
+        length = int(new.lengths[r])
+        head_tokens = list(prefix.tokens) if prefix else []
+        head_logprobs = list(prefix.logprobs) if prefix else []
+        rows.append((head_tokens + new.tokens[r, :length].tolist(), head_logprobs + new.logprobs[r, :length].tolist()))
+    width = max(1, max(len(t) for t, _ in rows))
+    tokens = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    logprobs = torch.zeros(len(rows), width)
+    mask = torch.zeros(len(rows), width)
+    for r, (row_tokens, row_logprobs) in enumerate(rows):
+        tokens[r, : len(row_tokens)] = torch.tensor(row_tokens, dtype=torch.long)
+        logprobs[r, : len(row_logprobs)] = torch.tensor(row_logprobs)
+        mask[r, : len(row_tokens)] = 1
+    device = new.tokens.device
+    return Generations(tokens.to(device), logprobs.to(device), mask.to(device), new.truncated, new.stopped)
 
 
 def left_pad(prompts: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -105,9 +216,13 @@ def restrict(scaled: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
     return scaled
 
 
-def finish(tokens: torch.Tensor, logprobs: torch.Tensor, eos_id: int) -> Generations:
-    """Masks from the sampled tokens: everything up to and including the first end-of-sequence token."""
+def finish(tokens: torch.Tensor, logprobs: torch.Tensor, eos_id: int, row_limit=None) -> Generations:
+    """Masks from the sampled tokens: everything up to and including the first end-of-sequence token,
+    and no further than the row's length limit (N,) when rows have their own."""
     is_eos = tokens == eos_id  # (N, T)
     after_eos = (is_eos.cumsum(-1) - is_eos.long()) > 0
-    mask = (~after_eos).float()
-    return Generations(tokens=tokens, logprobs=logprobs * mask, mask=mask, truncated=~is_eos.any(-1))
+    keep = ~after_eos
+    if row_limit is not None:
+        keep &= torch.arange(tokens.shape[1], device=tokens.device) < row_limit[:, None]
+    mask = keep.float()
+    return Generations(tokens=tokens, logprobs=logprobs * mask, mask=mask, truncated=~(is_eos & keep).any(-1))
