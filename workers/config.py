@@ -18,18 +18,13 @@ import copy
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, create_model, field_validator, model_validator
 
 from workers.errors import ConfigError
-
-
-class Section(BaseModel):
-    """Base of every config section: unknown keys are errors, not silently dropped."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+from workers.knobs import Section
 
 
 class ModelConfig(Section):
@@ -147,99 +142,57 @@ class RolloutConfig(Section):
     top_k: int = Field(0, ge=0, description="Keep only the k likeliest tokens (0 = all).")
 
 
-class StageConfig(Section):
-    """A pipeline stage: the component's name plus the knobs the components of that stage read."""
+# --------------------------------------------------------------------------- pipeline stages
+# Each stage's section is a union of the knob models its components declare beside their code
+# (workers/pipeline/*.py), told apart by `name`: a component's knobs exist exactly when it is chosen.
 
-    name: str
+STAGE_DEFAULTS = {
+    "generate": "iid",
+    "filter": "none",
+    "control": "fixed",
+    "replay": "none",
+    "advantage": "group-mean",
+    "objective": "token-clip",
+}
 
 
-class GenerateConfig(StageConfig):
-    name: str = Field("iid", description="iid: G independent samples per prompt; pivot: G+1, for a median baseline.")
-
-
-class FilterConfig(StageConfig):
-    name: str = Field(
-        "none",
-        description="none: keep every group; dynamic-sampling: drop groups that carry no signal "
-        "(see filter.signal) and sample more prompts until the batch is full (DAPO).",
-    )
-    max_rounds: int = Field(
-        4,
-        ge=1,
-        description="dynamic-sampling: most generation rounds per step; a batch still short after them is "
-        "trained on as it is, and the shortfall is reported (pipeline/filter/missing_groups) and logged.",
-    )
-    signal: Literal["correct", "reward"] = Field(
-        "correct",
-        description="dynamic-sampling: what must vary within a group for it to be kept. correct: its "
-        "accuracy is strictly between 0 and 1 (DAPO eq. 11); reward: its rewards are not all equal "
-        "(a length penalty alone then keeps an all-wrong group).",
-    )
-    overlong: bool = Field(
-        False,
-        description="Overlong filtering (DAPO, Table 1): truncated completions stay in their group's "
-        "baseline but are left out of the loss, so a completion cut off mid-answer is never pushed down.",
+def _component_knobs(stage: str, registry, name: str) -> type[Section]:
+    """The component's own knob model with `name` fixed to it: one member of the stage's union."""
+    title = "".join(part.title() for part in f"{stage} {name}".replace("-", " ").split())
+    return create_model(
+        title,
+        __base__=registry.get(name).Knobs,
+        name=(Literal[name], Field(name, description=f"{registry.kind}: {registry.summary(name)}")),
     )
 
 
-class ControlConfig(StageConfig):
-    name: str = Field("fixed", description="fixed: every step uses the rollout section's budget.")
+def _stage_union(stage: str):
+    from workers.pipeline import STAGES
+
+    registry = STAGES[stage]
+    members = {name: _component_knobs(stage, registry, name) for name in registry.names()}
+    union = Annotated[Union[tuple(members.values())], Field(discriminator="name")]  # noqa: UP007
+    return union, members
 
 
-class ReplayConfig(StageConfig):
-    name: str = Field("none", description="none: every batch is fresh.")
+GenerateConfig, GENERATE_KNOBS = _stage_union("generate")
+FilterConfig, FILTER_KNOBS = _stage_union("filter")
+ControlConfig, CONTROL_KNOBS = _stage_union("control")
+ReplayConfig, REPLAY_KNOBS = _stage_union("replay")
+AdvantageConfig, ADVANTAGE_KNOBS = _stage_union("advantage")
+ObjectiveConfig, OBJECTIVE_KNOBS = _stage_union("objective")
+STAGE_KNOBS = {
+    "generate": GENERATE_KNOBS,
+    "filter": FILTER_KNOBS,
+    "control": CONTROL_KNOBS,
+    "replay": REPLAY_KNOBS,
+    "advantage": ADVANTAGE_KNOBS,
+    "objective": OBJECTIVE_KNOBS,
+}
 
 
-class AdvantageConfig(StageConfig):
-    name: str = Field(
-        "group-mean",
-        description="group-mean: reward minus the group mean (GRPO); leave-one-out: minus the mean of the "
-        "others (RLOO); group-median: minus the group median, the median sample left out (MC-GRPO).",
-    )
-    scale: Literal["std", "mad", "none"] = Field(
-        "std",
-        description="std: divide by the group's standard deviation (GRPO); mad: by the median absolute "
-        "deviation from the group median (MC-GRPO's code); none: do not divide (Dr. GRPO).",
-    )
-    eps: float = Field(1e-4, gt=0, description="Added to the standard deviation (or MAD) before dividing.")
-    rescale_nonzero: bool = Field(
-        False,
-        description="Multiply a group's non-zero advantages by n / (their count), so samples tied with the "
-        "baseline do not thin the group's signal (MC-GRPO's code).",
-    )
-
-
-class ObjectiveConfig(StageConfig):
-    name: str = Field(
-        "token-clip",
-        description="token-clip: PPO clipped surrogate per token (GRPO, DAPO); "
-        "sequence-clip: one length-normalised ratio per sequence, clipped per sequence (GSPO).",
-    )
-    clip_low: float = Field(0.2, gt=0, lt=1, description="Ratio clipped below at 1 - clip_low.")
-    clip_high: float = Field(
-        0.2, gt=0, description="Ratio clipped above at 1 + clip_high (DAPO's clip-higher raises it)."
-    )
-    aggregation: Literal["sequence-mean", "sequence-sum", "token-mean", "constant"] = Field(
-        "sequence-mean",
-        description="How token losses become one number: sequence-mean averages each completion's tokens "
-        "then the completions (GRPO); sequence-sum sums each completion's tokens, then averages the "
-        "completions (RLOO: one action per completion); token-mean averages all tokens of the batch (DAPO); "
-        "constant sums tokens and divides by completions x max_new_tokens (Dr. GRPO).",
-    )
-    kl_coef: float = Field(
-        0.0,
-        ge=0,
-        description="Weight of the KL penalty to the frozen initial policy (k3 estimator; the log-gap is "
-        "clamped to +-20 and the per-token value to 10, so one runaway token cannot make the loss inf).",
-    )
-    entropy_coef: float = Field(0.0, ge=0, description="Weight of the entropy bonus.")
-    old_logprobs: Literal["auto", "sampler", "recompute"] = Field(
-        "auto",
-        description="Where pi_old of the ratio comes from. sampler: the log-probabilities the rollout "
-        "backend returned; recompute: one forward of the trainer's own before the first update (the "
-        "sampler's kept for policy/sampler_logprob_diff); auto: recompute unless the policy is float32 "
-        "and sampled by `hf`, where the two agree to rounding.",
-    )
+def _default(stage: str):
+    return lambda: STAGE_KNOBS[stage][STAGE_DEFAULTS[stage]]()
 
 
 class OptimizerConfig(Section):
@@ -315,18 +268,22 @@ class RunConfig(Section):
         default_factory=RolloutConfig, description="How one completion is sampled, and how many per step."
     )
     generate: GenerateConfig = Field(
-        default_factory=GenerateConfig, description="Pipeline stage 1: how candidates are produced."
+        default_factory=_default("generate"), description="Pipeline stage 1: how candidates are produced."
     )
-    filter: FilterConfig = Field(default_factory=FilterConfig, description="Pipeline stage 2: which groups count.")
+    filter: FilterConfig = Field(
+        default_factory=_default("filter"), description="Pipeline stage 2: which groups count."
+    )
     control: ControlConfig = Field(
-        default_factory=ControlConfig, description="Pipeline stage 3: where the rollout budget goes."
+        default_factory=_default("control"), description="Pipeline stage 3: where the rollout budget goes."
     )
-    replay: ReplayConfig = Field(default_factory=ReplayConfig, description="Pipeline stage 4: what is kept and reused.")
+    replay: ReplayConfig = Field(
+        default_factory=_default("replay"), description="Pipeline stage 4: what is kept and reused."
+    )
     advantage: AdvantageConfig = Field(
-        default_factory=AdvantageConfig, description="The baseline and scale of each sample's advantage."
+        default_factory=_default("advantage"), description="The baseline and scale of each sample's advantage."
     )
     objective: ObjectiveConfig = Field(
-        default_factory=ObjectiveConfig, description="The policy loss, KL penalty and entropy bonus."
+        default_factory=_default("objective"), description="The policy loss, KL penalty and entropy bonus."
     )
     optimizer: OptimizerConfig = Field(
         default_factory=OptimizerConfig, description="AdamW and its learning-rate schedule."
@@ -339,17 +296,16 @@ class RunConfig(Section):
     )
     resources: ResourcesConfig = Field(default_factory=ResourcesConfig, description="Where the run executes.")
 
-    @model_validator(mode="after")
-    def _stage_components_exist(self) -> RunConfig:
-        from workers.pipeline import STAGES
-
-        for stage, registry in STAGES.items():
-            name = getattr(self, stage).name
-            if name not in registry:
-                raise ValueError(
-                    f"{stage}.name: unknown {registry.kind} '{name}'; valid: {', '.join(registry.names())}"
-                )
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _stages_name_their_component(cls, raw: Any) -> Any:
+        """A stage section given without `name` (`objective: {clip_high: 0.3}`) keeps the default component."""
+        if isinstance(raw, dict):
+            for stage, default in STAGE_DEFAULTS.items():
+                section = raw.get(stage)
+                if isinstance(section, dict) and "name" not in section:
+                    raw = {**raw, stage: {"name": default, **section}}
+        return raw
 
     @model_validator(mode="after")
     def _eval_leaves_training_problems(self) -> RunConfig:
@@ -429,6 +385,18 @@ def deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+def lay_over_preset(preset: dict[str, Any], raw: dict[str, Any]) -> dict[str, Any]:
+    """The user's config over a method preset. A stage whose component the user changes takes none
+    of the preset's knobs for that stage: they belong to the component the user replaced."""
+    preset = copy.deepcopy(preset)
+    for stage in STAGE_DEFAULTS:
+        mine, theirs = raw.get(stage), preset.get(stage)
+        if isinstance(mine, dict) and isinstance(theirs, dict) and "name" in mine:
+            if mine["name"] != theirs.get("name", STAGE_DEFAULTS[stage]):
+                del preset[stage]
+    return deep_merge(preset, raw)
+
+
 def apply_override(raw: dict[str, Any], assignment: str) -> None:
     """Apply one `key.path=value` override in place; the value is read as YAML (7, true, 1e-3, [a, b])."""
     key, sep, text = assignment.partition("=")
@@ -457,7 +425,7 @@ def resolve(raw: dict[str, Any]) -> RunConfig:
         if method not in METHODS:
             problem = f"unknown method '{method}'; valid: {', '.join(method_names())}"
             raise ConfigError(f"method: {problem}", {"method": problem})
-        raw = deep_merge(METHODS[method][1], raw)
+        raw = lay_over_preset(METHODS[method][1], raw)
     try:
         return RunConfig.model_validate(raw)
     except ValidationError as exc:
@@ -500,9 +468,15 @@ def validation_problems(exc: ValidationError) -> list[tuple[str, str]]:
     """
     problems = []
     for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"])
+        loc = _without_union_tags(err["loc"])
+        where = ".".join(str(p) for p in loc)
         if err["type"] == "extra_forbidden":
-            problems.append((where, f"unknown knob; valid: {', '.join(_valid_keys(err['loc']))}"))
+            owner = err["loc"][:2] if _without_union_tags(err["loc"]) != tuple(err["loc"]) else None
+            prefix = f"not a knob of {owner[0]} '{owner[1]}'" if owner else "unknown knob"
+            problems.append((where, f"{prefix}; valid: {', '.join(_valid_keys(err['loc']))}"))
+            continue
+        if err["type"] in ("union_tag_invalid", "union_tag_not_found") and loc and loc[0] in STAGE_KNOBS:
+            problems.append((f"{loc[0]}.name", _unknown_component(loc[0], err.get("input"))))
             continue
         message = err["msg"].removeprefix("Value error, ")
         field, sep, rest = message.partition(": ")
@@ -514,8 +488,25 @@ def validation_problems(exc: ValidationError) -> list[tuple[str, str]]:
     return problems
 
 
+def _without_union_tags(loc: tuple) -> tuple:
+    """("filter", "none", "max_rounds") -> ("filter", "max_rounds"): pydantic names the union member chosen."""
+    if len(loc) > 1 and loc[0] in STAGE_KNOBS and loc[1] in STAGE_KNOBS[loc[0]]:
+        return (loc[0], *loc[2:])
+    return tuple(loc)
+
+
+def _unknown_component(stage: str, section: Any) -> str:
+    from workers.pipeline import STAGES
+
+    registry = STAGES[stage]
+    name = section.get("name") if isinstance(section, dict) else None
+    return f"unknown {registry.kind} '{name}'; valid: {', '.join(registry.names())}"
+
+
 def _valid_keys(loc: tuple) -> list[str]:
     """The knobs of the section that holds the unknown key at `loc`."""
+    if len(loc) > 2 and loc[0] in STAGE_KNOBS and loc[1] in STAGE_KNOBS[loc[0]]:
+        return sorted(STAGE_KNOBS[loc[0]][loc[1]].model_fields)
     model: type[BaseModel] = RunConfig
     for part in loc[:-1]:
         field = model.model_fields.get(str(part))
@@ -530,4 +521,8 @@ def json_schema() -> dict[str, Any]:
     """RunConfig's JSON Schema, with the method presets listed for the launch form."""
     schema = RunConfig.model_json_schema()
     schema["x-methods"] = {name: {"description": d, "preset": p} for name, (d, p) in METHODS.items()}
+    schema["x-components"] = {
+        stage: {name: {"knobs": sorted(set(model.model_fields) - {"name"})} for name, model in members.items()}
+        for stage, members in STAGE_KNOBS.items()
+    }
     return schema

@@ -2,3 +2,15 @@
 document.getElementById("method-picker").addEventListener("change", (event) => {
   window.location.search = "?method=" + encodeURIComponent(event.target.value);
 });
+
+// A pipeline stage shows only the knobs of the component chosen in its name select.
+document.querySelectorAll("fieldset.section").forEach((section) => {
+  const picker = section.querySelector("select[name$='.name']");
+  const owned = section.querySelectorAll("[data-components]");
+  if (!picker || !owned.length) return;
+  const show = () => owned.forEach((field) => {
+    field.hidden = !field.dataset.components.split(" ").includes(picker.value);
+  });
+  picker.addEventListener("change", show);
+  show();
+});

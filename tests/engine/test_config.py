@@ -139,6 +139,49 @@ def test_every_field_has_a_description():
                 assert field.description, f"{name}.{knob}"
 
 
+def test_every_component_knob_has_a_description():
+    from workers.config import STAGE_KNOBS
+
+    for stage, members in STAGE_KNOBS.items():
+        for name, model in members.items():
+            for knob, field in model.model_fields.items():
+                assert field.description, f"{stage}.{knob} of {name}"
+
+
+def test_a_stage_has_the_knobs_of_its_chosen_component_only():
+    assert resolve({"filter": {"name": "dynamic-sampling", "max_rounds": 2}}).filter.max_rounds == 2
+    with pytest.raises(ConfigError, match=r"filter.max_rounds: not a knob of filter 'none'; valid: name, overlong"):
+        resolve({"filter": {"name": "none", "max_rounds": 2}})
+    assert "max_rounds" not in resolve({}).model_dump()["filter"]  # nor in the stored config
+
+
+def test_a_stage_section_without_a_name_keeps_the_default_component():
+    cfg = resolve({"objective": {"clip_high": 0.3}, "filter": {"overlong": True}})
+    assert cfg.objective.name == "token-clip" and cfg.objective.clip_high == 0.3 and cfg.filter.name == "none"
+
+
+def test_choosing_another_component_than_the_preset_drops_the_preset_knobs_of_that_stage():
+    cfg = resolve({"method": "dapo", "filter": {"name": "none"}})  # dapo's preset sets filter.signal
+    assert cfg.filter.name == "none" and cfg.objective.clip_high == 0.28  # the other stages keep the preset
+    cfg = load_config(None, ["method=mc-grpo", "advantage.name=group-mean"])
+    assert cfg.advantage.name == "group-mean" and cfg.advantage.scale == "std"
+
+
+def test_an_unknown_component_lists_the_valid_ones():
+    with pytest.raises(ConfigError) as err:
+        resolve({"advantage": {"name": "median-ish"}})
+    assert err.value.fields == {
+        "advantage.name": "unknown advantage estimator 'median-ish'; valid: group-mean, group-median, leave-one-out"
+    }
+
+
+def test_the_schema_shows_each_stage_as_a_choice_of_components():
+    schema = json_schema()
+    assert schema["properties"]["filter"]["discriminator"]["propertyName"] == "name"
+    assert schema["x-components"]["filter"]["dynamic-sampling"]["knobs"] == ["max_rounds", "overlong", "signal"]
+    assert schema["x-components"]["filter"]["none"]["knobs"] == ["overlong"]
+
+
 def test_eval_size_must_leave_problems_to_train_on():
     with pytest.raises(ConfigError, match=r"eval.size: 150 held-out problems would leave too few of the task's 200"):
         resolve({"task": {"digits": 1, "operands": 2, "operators": "+-"}, "eval": {"size": 150}})

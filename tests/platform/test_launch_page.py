@@ -78,3 +78,21 @@ def test_the_runs_list_sorts_by_any_final_metric(alice_client, alice):
     assert 'value="-metric:policy/entropy" selected' in page
     page = alice_client.get("/runs/?sort=metric:policy/entropy").content.decode()
     assert page.index(">low<") < page.index(">high<") < page.index(">none<")
+
+
+def test_a_stage_shows_each_knob_with_the_components_that_own_it(alice_client):
+    page = alice_client.get("/runs/launch/?method=dapo").content.decode()
+    assert 'data-components="dynamic-sampling"' in page  # max_rounds, signal
+    assert 'data-components="dynamic-sampling none"' in page  # overlong: every filter has it
+    values = launch_form(alice_client, "?method=dapo")
+    assert values["filter.name"] == "dynamic-sampling" and values["filter.signal"] == "correct"
+
+
+def test_switching_a_stage_component_sends_only_that_components_knobs(alice_client):
+    values = launch_form(alice_client, "?method=dapo")
+    values["filter.name"] = "none"  # the form still holds dapo's filter.max_rounds and filter.signal
+    response = alice_client.post("/runs/launch/", values)
+    run = Run.objects.get()
+    assert response.status_code == 302
+    assert run.config["filter"] == {"name": "none", "overlong": False}
+    assert run.config["objective"]["clip_high"] == 0.28  # the rest of the preset stays

@@ -10,8 +10,12 @@ ragged batches unchanged.
 
 from __future__ import annotations
 
-import torch
+from typing import Literal
 
+import torch
+from pydantic import Field
+
+from workers.knobs import Knobs
 from workers.pipeline.batch import RolloutBatch
 from workers.pipeline.stages import AdvantageOutput
 from workers.registry import Registry
@@ -44,9 +48,25 @@ def rescale_nonzero(advantages: torch.Tensor, atol: float = 1e-6) -> torch.Tenso
     return torch.where(nonzero, advantages * factor, advantages)
 
 
+class GroupEstimatorKnobs(Knobs):
+    scale: Literal["std", "mad", "none"] = Field(
+        "std",
+        description="std: divide by the group's standard deviation (GRPO); mad: by the median absolute "
+        "deviation from the group median (MC-GRPO's code); none: do not divide (Dr. GRPO).",
+    )
+    eps: float = Field(1e-4, gt=0, description="Added to the standard deviation (or MAD) before dividing.")
+    rescale_nonzero: bool = Field(
+        False,
+        description="Multiply a group's non-zero advantages by n / (their count), so samples tied with the "
+        "baseline do not thin the group's signal (MC-GRPO's code).",
+    )
+
+
 class GroupEstimator:
     """An estimator that reads only each group's rewards: the spread it divides by, the optional
     non-zero rescale, and the run over each size class of a ragged batch."""
+
+    Knobs = GroupEstimatorKnobs
 
     def __init__(self, cfg):
         self.how, self.eps, self.rescale = cfg.advantage.scale, cfg.advantage.eps, cfg.advantage.rescale_nonzero

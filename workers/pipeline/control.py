@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from workers.knobs import Knobs
 from workers.pipeline.batch import RolloutBatch
 from workers.pipeline.stages import Budget, StageContext
 from workers.registry import Registry
@@ -13,6 +14,8 @@ CONTROLLERS: Registry[type] = Registry("control component")
 @CONTROLLERS.register("fixed")
 class FixedBudget:
     """The same budget every step: rollout.prompts_per_step x rollout.group_size, rollout.max_new_tokens."""
+
+    Knobs = Knobs
 
     def __init__(self, cfg):
         r = cfg.rollout

@@ -7,13 +7,25 @@ knob like DAPO's overlong filtering works with every group filter alike.
 
 from __future__ import annotations
 
-import torch
+from typing import Literal
 
+import torch
+from pydantic import Field
+
+from workers.knobs import Knobs
 from workers.pipeline.batch import RolloutBatch
 from workers.pipeline.stages import StageContext
 from workers.registry import Registry
 
 FILTERS: Registry[type] = Registry("filter component")
+
+
+class FilterKnobs(Knobs):
+    overlong: bool = Field(
+        False,
+        description="Overlong filtering (DAPO, Table 1): truncated completions stay in their group's "
+        "baseline but are left out of the loss, so a completion cut off mid-answer is never pushed down.",
+    )
 
 
 class GroupFilter:
@@ -24,6 +36,7 @@ class GroupFilter:
     (`batch.in_loss` False), since its reward says it ran out of room, not that it reasoned badly.
     """
 
+    Knobs = FilterKnobs
     max_rounds = 1
 
     def __init__(self, cfg):
@@ -53,6 +66,21 @@ class KeepAll(GroupFilter):
         return list(range(batch.num_groups))
 
 
+class DynamicSamplingKnobs(FilterKnobs):
+    max_rounds: int = Field(
+        4,
+        ge=1,
+        description="Most generation rounds per step; a batch still short after them is trained on as it "
+        "is, and the shortfall is reported (pipeline/filter/missing_groups) and logged.",
+    )
+    signal: Literal["correct", "reward"] = Field(
+        "correct",
+        description="What must vary within a group for it to be kept. correct: its accuracy is strictly "
+        "between 0 and 1 (DAPO eq. 11); reward: its rewards are not all equal (a length penalty alone "
+        "then keeps an all-wrong group).",
+    )
+
+
 @FILTERS.register("dynamic-sampling")
 class DynamicSampling(GroupFilter):
     """Drop groups that carry no learning signal and sample more prompts until the batch is full.
@@ -65,6 +93,8 @@ class DynamicSampling(GroupFilter):
     short, it trains on the groups it has and reports the shortfall.
     Knobs: filter.signal, filter.max_rounds.
     """
+
+    Knobs = DynamicSamplingKnobs
 
     def __init__(self, cfg):
         super().__init__(cfg)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from workers.knobs import Knobs
 from workers.pipeline.batch import RolloutBatch
 from workers.pipeline.stages import Budget, StageContext
 from workers.registry import Registry
@@ -46,6 +47,8 @@ class IndependentGroups:
     Knobs: rollout.group_size (G), rollout.max_new_tokens, sampling temperature/top_p/top_k.
     """
 
+    Knobs = Knobs
+
     def __init__(self, cfg):
         pass
 
@@ -64,6 +67,8 @@ class PivotGroups:
     it out of the loss, so G samples per prompt still carry gradient.
     Knobs: rollout.group_size (G; G+1 are drawn).
     """
+
+    Knobs = Knobs
 
     def __init__(self, cfg):
         pass

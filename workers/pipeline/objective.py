@@ -7,12 +7,46 @@ aggregation, so they are knobs of every method.
 
 from __future__ import annotations
 
-import torch
+from typing import Literal
 
+import torch
+from pydantic import Field
+
+from workers.knobs import Knobs
 from workers.pipeline.stages import LossInputs, LossOutput
 from workers.registry import Registry
 
 OBJECTIVES: Registry[type] = Registry("objective")
+
+
+class ObjectiveKnobs(Knobs):
+    """The knobs every objective shares: the clip range, the loss aggregation, KL, entropy and pi_old."""
+
+    clip_low: float = Field(0.2, gt=0, lt=1, description="Ratio clipped below at 1 - clip_low.")
+    clip_high: float = Field(
+        0.2, gt=0, description="Ratio clipped above at 1 + clip_high (DAPO's clip-higher raises it)."
+    )
+    aggregation: Literal["sequence-mean", "sequence-sum", "token-mean", "constant"] = Field(
+        "sequence-mean",
+        description="How token losses become one number: sequence-mean averages each completion's tokens "
+        "then the completions (GRPO); sequence-sum sums each completion's tokens, then averages the "
+        "completions (RLOO: one action per completion); token-mean averages all tokens of the batch (DAPO); "
+        "constant sums tokens and divides by completions x max_new_tokens (Dr. GRPO).",
+    )
+    kl_coef: float = Field(
+        0.0,
+        ge=0,
+        description="Weight of the KL penalty to the frozen initial policy (k3 estimator; the log-gap is "
+        "clamped to +-20 and the per-token value to 10, so one runaway token cannot make the loss inf).",
+    )
+    entropy_coef: float = Field(0.0, ge=0, description="Weight of the entropy bonus.")
+    old_logprobs: Literal["auto", "sampler", "recompute"] = Field(
+        "auto",
+        description="Where pi_old of the ratio comes from. sampler: the log-probabilities the rollout "
+        "backend returned; recompute: one forward of the trainer's own before the first update (the "
+        "sampler's kept for policy/sampler_logprob_diff); auto: recompute unless the policy is float32 "
+        "and sampled by `hf`, where the two agree to rounding.",
+    )
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> float:
@@ -39,6 +73,8 @@ class TokenClip:
     DAPO's clip-higher (Yu et al. 2025, sec. 3.1) is clip_high > clip_low.
     Shapes: logprobs (B, T), advantages (B,) or (B, T). Knobs: objective.clip_low, clip_high, aggregation.
     """
+
+    Knobs = ObjectiveKnobs
 
     def __init__(self, cfg):
         self.low, self.high = cfg.objective.clip_low, cfg.objective.clip_high
@@ -70,6 +106,8 @@ class SequenceClip:
     Shapes: logprobs (B, T) -> ratio (B,). Knobs: objective.clip_low, clip_high
     (the paper uses 3e-4 and 4e-4).
     """
+
+    Knobs = ObjectiveKnobs
 
     def __init__(self, cfg):
         self.low, self.high = cfg.objective.clip_low, cfg.objective.clip_high

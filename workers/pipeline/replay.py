@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from workers.knobs import Knobs
 from workers.pipeline.batch import RolloutBatch
 from workers.registry import Registry
 
@@ -11,6 +12,8 @@ REPLAYS: Registry[type] = Registry("replay component")
 @REPLAYS.register("none")
 class NoReplay:
     """Every batch is fresh: nothing is stored, nothing reused (on-policy GRPO)."""
+
+    Knobs = Knobs
 
     def __init__(self, cfg):
         pass

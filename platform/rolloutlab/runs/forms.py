@@ -3,6 +3,11 @@
 `form_sections(values, errors)` lays the schema out as sections of fields for the
 template; `parse_form(post)` turns the submitted strings back into a raw config
 dict that RunConfig validates (pydantic converts "8" to 8, "1e-3" to 0.001).
+
+A pipeline stage's section is a union of its components' knob models: the form
+shows the component select and every knob of every component, each marked with
+the components that own it (the page shows only the chosen one's), and parse_form
+sends only the chosen component's knobs.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from workers.config import json_schema
+from workers.config import STAGE_DEFAULTS, json_schema
 
 SCHEMA = json_schema()
 SECTION_ORDER = [
@@ -33,6 +38,7 @@ class FormField:
     minimum: float | None = None
     maximum: float | None = None
     step: str = "any"
+    components: list[str] = field(default_factory=list)  # stage knobs: the components that own it
 
     @property
     def shown(self) -> str:
@@ -76,14 +82,45 @@ def make_field(name: str, prop: dict, value: Any, error: str) -> FormField:
     return made
 
 
+def stage_knobs(section: str) -> tuple[list[str], dict[str, tuple[dict, list[str]]]]:
+    """A stage's component names, and each knob's schema (from its first owner) with the components owning it."""
+    mapping = SCHEMA["properties"][section]["discriminator"]["mapping"]
+    knobs: dict[str, tuple[dict, list[str]]] = {}
+    for name, ref in mapping.items():
+        for knob, prop in SCHEMA["$defs"][ref.split("/")[-1]]["properties"].items():
+            if knob != "name":
+                knobs.setdefault(knob, (prop, []))[1].append(name)
+    return list(mapping), knobs
+
+
+def stage_fields(section: str, given: dict, errors: dict[str, str]) -> list[FormField]:
+    names = stage_knobs(section)[0]
+    chosen = given.get("name") or STAGE_DEFAULTS[section]
+    help_text = SCHEMA["properties"][section].get("description", "")
+    picker = FormField(name=f"{section}.name", label="name", help=help_text, widget="select", value=chosen,
+                       error=errors.get(f"{section}.name", ""), choices=names)  # fmt: skip
+    fields = [picker]
+    for knob, (prop, owners) in stage_knobs(section)[1].items():
+        value = given.get(knob, prop.get("default")) if chosen in owners else prop.get("default")
+        made = make_field(f"{section}.{knob}", prop, value, errors.get(f"{section}.{knob}", ""))
+        made.components = owners
+        fields.append(made)
+    return fields
+
+
 def form_sections(values: dict, errors: dict[str, str]) -> list[FormSection]:
     top = SCHEMA["properties"]
     general = [make_field("seed", top["seed"], values.get("seed"), errors.get("seed", ""))]
     sections = [FormSection("run", "The seed of this run.", general)]
     for section in SECTION_ORDER:
+        given = values.get(section, {})
+        if "discriminator" in top[section]:
+            sections.append(
+                FormSection(section, top[section].get("description", ""), stage_fields(section, given, errors))
+            )
+            continue
         ref = top[section]["$ref"].split("/")[-1]
         props = SCHEMA["$defs"][ref]["properties"]
-        given = values.get(section, {})
         fields = [
             make_field(f"{section}.{knob}", prop, given.get(knob), errors.get(f"{section}.{knob}", ""))
             for knob, prop in props.items()
@@ -100,6 +137,8 @@ def parse_form(post) -> tuple[dict, dict[str, str]]:
     errors: dict[str, str] = {}
     for section in form_sections({}, {}):
         for f in section.fields:
+            if f.components and post.get(f"{section.name}.name") not in f.components:
+                continue  # a knob of a component that was not chosen
             value = parse_value(f, post, errors)
             if "." in f.name:
                 head, knob = f.name.split(".", 1)
