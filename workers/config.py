@@ -363,6 +363,10 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
             "advantage": {"name": "group-median", "scale": "mad", "eps": 1e-3, "rescale_nonzero": True},
         },
     ),
+    "mopps": (
+        "GRPO on the prompts whose Thompson-sampled pass rate is nearest 0.5, from 8x as many candidates (MoPPS).",
+        {"control": {"name": "mopps"}},
+    ),
     "gspo": (
         "Sequence-level importance ratio, clipped per sequence with a narrow range (GSPO).",
         {"objective": {"name": "sequence-clip", "clip_low": 3e-4, "clip_high": 4e-4}},

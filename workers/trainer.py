@@ -245,7 +245,9 @@ class Trainer:
         kept, generated, generate_s, reward_s, rounds = [], [], 0.0, 0.0, 0
         while rounds < self.stages.filter.max_rounds and sum(b.num_groups for b in kept) < budget.prompts:
             rounds += 1
-            examples = self.task.train_batch(budget.prompts - sum(b.num_groups for b in kept), self.data_rng)
+            wanted = budget.prompts - sum(b.num_groups for b in kept)
+            candidates = self.task.train_batch(budget.candidates_for(wanted), self.data_rng)
+            examples = self.stages.control.select(ctx, candidates, wanted)
             self.note_examples(examples)
             t = time.perf_counter()
             batch = self.stages.generate(ctx, examples, self.stages.control.allocate(ctx, examples, budget))
@@ -477,7 +479,17 @@ class Trainer:
             "pipeline/filter/kept_groups": float(batch.num_groups),
             "pipeline/filter/left_out_samples": float((~batch.in_loss).sum()) if batch.in_loss is not None else 0.0,
             **self.history.metrics(),
+            **self.stage_metrics(),
         }
+        return metrics
+
+    def stage_metrics(self) -> dict[str, float]:
+        """What each stage's component reports of its own (pipeline/<stage>/...), for those that do."""
+        metrics: dict[str, float] = {}
+        for component in vars(self.stages).values():
+            report = getattr(component, "metrics", None)
+            if callable(report):
+                metrics.update(report())
         return metrics
 
     @staticmethod

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
+from workers.config import METHODS
 
 
 def cli(*args, cwd=REPO):
@@ -39,7 +40,7 @@ def test_methods_lists_every_preset_with_a_description():
     out = cli("methods")
     assert out.returncode == 0
     lines = out.stdout.strip().splitlines()
-    assert [line.split()[0] for line in lines] == ["dapo", "dr-grpo", "grpo", "gspo", "mc-grpo", "rloo"]
+    assert [line.split()[0] for line in lines] == sorted(METHODS)
     assert all(len(line.split(None, 1)[1]) > 20 for line in lines)
 
 
@@ -81,7 +82,7 @@ GOOD_LINE = json.dumps({"question": "1+1?", "answer": "#### 2"})
 @pytest.mark.parametrize(
     "overrides, expected",
     [
-        (["method=ppo"], "method: unknown method 'ppo'; valid: dapo, dr-grpo, grpo, gspo, mc-grpo, rloo"),
+        (["method=ppo"], f"method: unknown method 'ppo'; valid: {', '.join(sorted(METHODS))}"),
         (["rollout.groupsize=4"], "rollout.groupsize: unknown knob; valid: backend, group_size"),
         (["rollout.group_size=1"], "rollout.group_size: Input should be greater than or equal to 2 (got 1)"),
         (["optimizer.lr=-0.001"], "optimizer.lr: Input should be greater than 0 (got -0.001)"),

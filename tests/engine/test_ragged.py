@@ -107,6 +107,9 @@ class HardPromptsGetMore:
     def plan(self, ctx):
         return self.fixed.plan(ctx)
 
+    def select(self, ctx, candidates, count):
+        return self.fixed.select(ctx, candidates, count)
+
     def allocate(self, ctx, examples, budget):
         sizes = (16,) + (2,) * (len(examples) - 1)
         limits = (budget.max_new_tokens,) * (len(examples) - 1) + (3,)

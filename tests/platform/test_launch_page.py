@@ -4,6 +4,7 @@ import pytest
 
 from rolloutlab.runs.models import Project, Run
 from tests.forms import form_values
+from workers.config import METHODS
 
 pytestmark = pytest.mark.django_db
 
@@ -96,3 +97,21 @@ def test_switching_a_stage_component_sends_only_that_components_knobs(alice_clie
     assert response.status_code == 302
     assert run.config["filter"] == {"name": "none", "overlong": False}
     assert run.config["objective"]["clip_high"] == 0.28  # the rest of the preset stays
+
+
+def test_the_launch_page_lists_every_method_with_its_summary_and_card(alice_client):
+    page = alice_client.get("/runs/launch/?method=mopps").content.decode()
+    for name, (summary, _) in METHODS.items():
+        assert f'<a href="/runs/methods/{name}/">{name}</a>: {summary}' in page
+    assert 'id="method-card-link"' in page
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_every_method_card_is_served_rendered(alice_client, name):
+    page = alice_client.get(f"/runs/methods/{name}/").content.decode()
+    assert "<h1>" in page and "<table>" in page and f'href="/runs/launch/?method={name}"' in page
+
+
+def test_a_card_that_is_no_method_is_a_404(alice_client):
+    assert alice_client.get("/runs/methods/..%2Fdeploy/").status_code == 404
+    assert alice_client.get("/runs/methods/nothing/").status_code == 404

@@ -12,7 +12,7 @@ keeping its own tally.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import torch
 
@@ -30,6 +30,7 @@ class PromptStats:
     last_step: int = 0
     alpha: float = 1.0
     beta: float = 1.0
+    outcomes: list[tuple[int, int, int]] = field(default_factory=list)  # (step, correct, samples) per visit
 
     @property
     def pass_rate(self) -> float:
@@ -68,6 +69,7 @@ class PromptHistory:
             stats.last_step = step
             stats.alpha += right
             stats.beta += size - right
+            stats.outcomes.append((step, right, size))
 
     def metrics(self) -> dict[str, float]:
         """prompts/...: how many distinct prompts the run has rolled out, and how they fare."""
@@ -87,4 +89,7 @@ class PromptHistory:
         return {key: asdict(stats) for key, stats in self._stats.items()}
 
     def load_state_dict(self, state: dict[str, dict]) -> None:
-        self._stats = {key: PromptStats(**stats) for key, stats in state.items()}
+        self._stats = {
+            key: PromptStats(**{**stats, "outcomes": [tuple(o) for o in stats.get("outcomes", [])]})
+            for key, stats in state.items()
+        }

@@ -32,6 +32,13 @@ class Budget:
     max_new_tokens: int
     group_sizes: tuple[int, ...] = ()
     max_new_tokens_per_prompt: tuple[int, ...] = ()
+    candidates: int = 0  # prompts drawn for the control stage to choose `prompts` from (0: just `prompts`)
+
+    def candidates_for(self, prompts: int) -> int:
+        """Candidates to draw when `prompts` prompts are still wanted: the same ratio as the plan's."""
+        if not self.candidates:
+            return prompts
+        return -(-prompts * self.candidates // self.prompts)  # ceiling
 
     def sizes(self, prompts: int) -> list[int]:
         """The group size of each of `prompts` prompts."""
@@ -74,6 +81,10 @@ class FilterStage(Protocol):
 class ControlStage(Protocol):
     def plan(self, ctx: StageContext) -> Budget:
         """How many prompts the step draws, and their default group size and length limit."""
+        ...
+
+    def select(self, ctx: StageContext, candidates: list[Example], count: int) -> list[Example]:
+        """Which `count` of the drawn candidates the step rolls out."""
         ...
 
     def allocate(self, ctx: StageContext, examples: list[Example], budget: Budget) -> Budget:

@@ -6,6 +6,7 @@ app_name = "runs"
 urlpatterns = [
     path("", views.run_list, name="list"),
     path("launch/", views.launch, name="launch"),
+    path("methods/<str:name>/", views.method_card, name="method-card"),
     path("<int:run_id>/", views.run_detail, name="detail"),
     path("<int:run_id>/cancel/", views.cancel, name="cancel"),
     path("<int:run_id>/rerun/", views.rerun, name="rerun"),

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import markdown
 import yaml
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import F, FloatField
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -53,6 +56,16 @@ def run_list(request):
         "sort_metrics": metrics or ["eval/pass@1", "reward/mean"],
     }
     return render(request, "runs/list.html", context)
+
+
+@login_required
+def method_card(request, name: str):
+    """A method preset's card (docs/methods/<name>.md), rendered; only the presets' names are looked up."""
+    if name not in METHODS:
+        raise Http404(f"no method '{name}'")
+    text = (settings.BASE_DIR / "docs" / "methods" / f"{name}.md").read_text()
+    card = markdown.markdown(text, extensions=["tables"])  # our own files, not user input
+    return render(request, "runs/method_card.html", {"name": name, "card": card})
 
 
 def launch_defaults(request) -> dict:

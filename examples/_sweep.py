@@ -1,0 +1,85 @@
+"""Shared by the sweeps in examples/: run (variant, seed) pairs with the CLI, then summarise them.
+
+A sweep module defines VARIANTS = {label: (overrides, observable)} over a base YAML and calls
+`main(BASE, VARIANTS)`. Runs go two at a time, one thread each; a run directory that already
+holds a succeeded run is not run again, so an interrupted sweep picks up where it stopped.
+Per variant it prints held-out pass@1 (the mean of the last three evals) as IQM with its 95%
+stratified-bootstrap interval, the rollout tokens spent, the tokens until pass@1 first reached
+--target, and the observable averaged over the steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from rolloutlab.compare.stats import interval, iqm
+
+
+def slug(name: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in name).strip("-").replace("--", "-")
+
+
+def run(base: Path, out: Path, overrides: list[str], seed: int) -> Path:
+    status = out / "status.jsonl"
+    if status.is_file() and '"state": "succeeded"' in status.read_text():
+        return out
+    command = [sys.executable, "-m", "workers", "run", str(base), "--out", str(out), "--no-progress",
+               "--set", f"seed={seed}"]  # fmt: skip
+    for assignment in overrides:
+        command += ["--set", assignment]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    return out
+
+
+def read_metrics(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
+
+def summarize(rows: list[dict], observable: str, target: float) -> dict[str, float]:
+    evals = [r for r in rows if "eval/pass@1" in r]
+    tokens = {r["step"]: r.get("counters/rollout_tokens", 0.0) for r in rows}
+    reached = next((tokens.get(r["step"], 0.0) for r in evals if r["eval/pass@1"] >= target), float("nan"))
+    return {
+        "start": evals[0]["eval/pass@1"],
+        "final": float(np.mean([r["eval/pass@1"] for r in evals[-3:]])),
+        "observed": float(np.mean([r[observable] for r in rows if observable in r])),
+        "tokens": max(tokens.values()),
+        "to_target": reached,
+    }
+
+
+def main(base: Path, variants: dict[str, tuple[list[str], str]], default_out: str) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--parallel", type=int, default=2)
+    parser.add_argument("--target", type=float, default=0.45, help="pass@1 whose first reaching is timed in tokens")
+    parser.add_argument("--out", type=Path, default=Path(default_out))
+    args = parser.parse_args()
+    jobs = [(name, seed) for name in variants for seed in range(args.seeds)]
+    with ThreadPoolExecutor(args.parallel) as pool:
+        outs = list(pool.map(lambda j: run(base, args.out / f"{slug(j[0])}-s{j[1]}", variants[j[0]][0], j[1]), jobs))
+    results: dict[str, list[dict[str, float]]] = {}
+    for (name, _), out in zip(jobs, outs):
+        results.setdefault(name, []).append(summarize(read_metrics(out), variants[name][1], args.target))
+    print(f"| variant | pass@1 at 0 | final pass@1, IQM [95% CI] | per seed | rollout tokens | "
+          f"tokens to pass@1 ≥ {args.target} | observable |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for name, rows in results.items():
+        finals = np.array([[r["final"]] for r in rows])
+        low, high = interval(finals, iqm)
+        reached = [r["to_target"] for r in rows]
+        to_target = " / ".join("never" if np.isnan(t) else f"{t / 1e3:.0f} k" for t in reached)
+        seeds = " / ".join(f"{r['final']:.3f}" for r in rows)
+        tokens = np.mean([r["tokens"] for r in rows]) / 1e3
+        observed = np.mean([r["observed"] for r in rows])
+        print(
+            f"| {name} | {rows[0]['start']:.3f} | {iqm(finals):.3f} [{low:.3f}, {high:.3f}] | {seeds} | "
+            f"{tokens:.0f} k | {to_target} | `{variants[name][1]}` {observed:.3f} |"
+        )
