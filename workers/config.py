@@ -308,6 +308,17 @@ class RunConfig(Section):
         return raw
 
     @model_validator(mode="after")
+    def _components_fit_the_run(self) -> RunConfig:
+        """A component whose knobs depend on other sections checks them here (`check_config(cfg)`)."""
+        from workers.pipeline import STAGES
+
+        for stage, registry in STAGES.items():
+            check = getattr(registry.get(getattr(self, stage).name), "check_config", None)
+            if check is not None:
+                check(self)
+        return self
+
+    @model_validator(mode="after")
     def _eval_leaves_training_problems(self) -> RunConfig:
         from workers.tasks import problem_space
 
@@ -366,6 +377,10 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "mopps": (
         "GRPO on the prompts whose Thompson-sampled pass rate is nearest 0.5, from 8x as many candidates (MoPPS).",
         {"control": {"name": "mopps"}},
+    ),
+    "siri": (
+        "GRPO with DAPO's clip-higher whose rollout length limit oscillates on a cosine, compress then expand (SIRI).",
+        {"control": {"name": "siri"}, "objective": {"clip_low": 0.2, "clip_high": 0.28}},
     ),
     "gspo": (
         "Sequence-level importance ratio, clipped per sequence with a narrow range (GSPO).",

@@ -1,0 +1,72 @@
+"""`siri`: the longest completion allowed follows a cosine between a compressed and an expanded length.
+
+SIRI (Wen et al. 2025, "SIRI: Scaling Iterative Reinforcement Learning with Interleaved
+Compression", sec. 3): training alternates between compressing the rollout length limit,
+which forces dense reasoning, and expanding it, which leaves room to explore; the authors'
+scheduler is a cosine. Here the limit at step t is
+
+    L(t) = short + (long - short) * (1 + cos(2 pi (t - 1) / period)) / 2,
+
+rounded to a whole token: `long` at the first step, `short` half a period later, back to
+`long` at the end of each period; every prompt of a step gets L(t).
+"""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import Field, model_validator
+
+from workers.knobs import Knobs
+from workers.pipeline.control import CONTROLLERS, Controller
+from workers.pipeline.stages import Budget, StageContext
+
+
+class SIRIKnobs(Knobs):
+    short: int = Field(4, ge=1, le=4096, description="The compressed limit, in tokens (the cosine's low point).")
+    long: int = Field(
+        0, ge=0, le=4096, description="The expanded limit, in tokens (the high point); 0 = rollout.max_new_tokens."
+    )
+    period: int = Field(100, ge=2, description="Steps of one compression-expansion cycle.")
+
+    @model_validator(mode="after")
+    def _short_is_shorter(self) -> SIRIKnobs:
+        if self.long and self.short >= self.long:
+            raise ValueError(f"control.short: {self.short} must be below control.long ({self.long})")
+        return self
+
+
+@CONTROLLERS.register("siri")
+class InterleavedCompression(Controller):
+    """The rollout length limit oscillates between control.short and control.long on a cosine (SIRI).
+
+    Knobs: control.short, control.long (0: rollout.max_new_tokens), control.period.
+    Reports pipeline/control/max_new_tokens, the limit of the step.
+    """
+
+    Knobs = SIRIKnobs
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        knobs = cfg.control
+        self.short, self.period = knobs.short, knobs.period
+        self.long = knobs.long or cfg.rollout.max_new_tokens
+        self.limit = self.long
+
+    @staticmethod
+    def check_config(cfg) -> None:
+        long = cfg.control.long or cfg.rollout.max_new_tokens
+        if cfg.control.short >= long:
+            raise ValueError(f"control.short: {cfg.control.short} must be below the expanded limit ({long})")
+
+    def limit_at(self, step: int) -> int:
+        phase = 2 * math.pi * ((step - 1) % self.period) / self.period
+        return round(self.short + (self.long - self.short) * (1 + math.cos(phase)) / 2)
+
+    def plan(self, ctx: StageContext) -> Budget:
+        self.limit = self.limit_at(ctx.step)
+        b = self.budget
+        return Budget(b.prompts, b.group_size, self.limit, candidates=b.candidates)
+
+    def metrics(self) -> dict[str, float]:
+        return {"pipeline/control/max_new_tokens": float(self.limit)}
