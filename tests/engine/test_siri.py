@@ -50,3 +50,9 @@ def test_every_completion_of_a_step_keeps_to_that_steps_limit():
 def test_a_compressed_limit_above_the_expanded_one_is_refused():
     with pytest.raises(ConfigError, match=r"control.short: 9 must be below the expanded limit \(8\)"):
         resolve({"method": "siri", "rollout": {"max_new_tokens": 8}, "control": {"short": 9}})
+
+
+def test_by_default_the_compressed_limit_is_half_the_expanded_one():
+    cfg = resolve({"method": "siri", "rollout": {"max_new_tokens": 12}})
+    assert cfg.control.limits(cfg.rollout.max_new_tokens) == (6, 12)
+    assert CONTROLLERS.get("siri")(cfg).limit_at(51) == 6  # half a period in

@@ -1,6 +1,7 @@
 """The launch page: a form generated from RunConfig's JSON Schema, errors shown beside their fields."""
 
 import pytest
+from django.utils.html import escape
 
 from rolloutlab.runs.models import Project, Run
 from tests.forms import form_values
@@ -102,7 +103,7 @@ def test_switching_a_stage_component_sends_only_that_components_knobs(alice_clie
 def test_the_launch_page_lists_every_method_with_its_summary_and_card(alice_client):
     page = alice_client.get("/runs/launch/?method=mopps").content.decode()
     for name, (summary, _) in METHODS.items():
-        assert f'<a href="/runs/methods/{name}/">{name}</a>: {summary}' in page
+        assert f'<a href="/runs/methods/{name}/">{name}</a>: {escape(summary)}' in page
     assert 'id="method-card-link"' in page
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from workers.knobs import Knobs
 from workers.pipeline.control import CONTROLLERS, Controller
@@ -23,24 +23,25 @@ from workers.pipeline.stages import Budget, StageContext
 
 
 class SIRIKnobs(Knobs):
-    short: int = Field(4, ge=1, le=4096, description="The compressed limit, in tokens (the cosine's low point).")
+    short: int = Field(
+        0, ge=0, le=4096, description="The compressed limit, in tokens (the cosine's low point); 0 = half the expanded."
+    )
     long: int = Field(
         0, ge=0, le=4096, description="The expanded limit, in tokens (the high point); 0 = rollout.max_new_tokens."
     )
     period: int = Field(100, ge=2, description="Steps of one compression-expansion cycle.")
 
-    @model_validator(mode="after")
-    def _short_is_shorter(self) -> SIRIKnobs:
-        if self.long and self.short >= self.long:
-            raise ValueError(f"control.short: {self.short} must be below control.long ({self.long})")
-        return self
+    def limits(self, max_new_tokens: int) -> tuple[int, int]:
+        """(compressed, expanded) in tokens, with the defaults resolved against rollout.max_new_tokens."""
+        long = self.long or max_new_tokens
+        return self.short or max(1, long // 2), long
 
 
 @CONTROLLERS.register("siri")
 class InterleavedCompression(Controller):
     """The rollout length limit oscillates between control.short and control.long on a cosine (SIRI).
 
-    Knobs: control.short, control.long (0: rollout.max_new_tokens), control.period.
+    Knobs: control.short (0: half the expanded), control.long (0: rollout.max_new_tokens), control.period.
     Reports pipeline/control/max_new_tokens, the limit of the step.
     """
 
@@ -48,16 +49,15 @@ class InterleavedCompression(Controller):
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        knobs = cfg.control
-        self.short, self.period = knobs.short, knobs.period
-        self.long = knobs.long or cfg.rollout.max_new_tokens
+        self.short, self.long = cfg.control.limits(cfg.rollout.max_new_tokens)
+        self.period = cfg.control.period
         self.limit = self.long
 
     @staticmethod
     def check_config(cfg) -> None:
-        long = cfg.control.long or cfg.rollout.max_new_tokens
-        if cfg.control.short >= long:
-            raise ValueError(f"control.short: {cfg.control.short} must be below the expanded limit ({long})")
+        short, long = cfg.control.limits(cfg.rollout.max_new_tokens)
+        if short >= long:
+            raise ValueError(f"control.short: {short} must be below the expanded limit ({long})")
 
     def limit_at(self, step: int) -> int:
         phase = 2 * math.pi * ((step - 1) % self.period) / self.period

@@ -1,0 +1,25 @@
+"""Components of different methods combine in one run: each stage is chosen on its own."""
+
+from tests.conftest import small_config
+from workers.reporting import MemoryReporter
+from workers.trainer import Trainer
+
+
+def test_mopps_selection_with_mc_grpo_advantages_dynamic_sampling_and_overlong_filtering():
+    cfg = small_config(
+        method="mc-grpo",  # pivot generation and the median advantage
+        control={"name": "mopps", "candidates_per_prompt": 4},
+        filter={"name": "dynamic-sampling", "max_rounds": 2, "overlong": True},
+        schedule={"steps": 4},
+    )
+    trainer = Trainer(cfg, MemoryReporter())
+    assert trainer.run() == "succeeded"
+    rows = trainer.reporter.metric_rows
+    assert all(r["pipeline/generate/samples_per_prompt"] == 5 for r in rows)  # G + 1
+    assert all(0 < r["pipeline/control/predicted_pass_rate"] < 1 for r in rows)
+    assert any(r["pipeline/filter/dropped_groups"] > 0 for r in rows)
+    trained = [r for r in rows if "policy/loss" in r]
+    assert trained and all(r["pipeline/advantage/left_out"] >= r["pipeline/filter/kept_groups"] for r in trained)
+    # one pivot per kept group is left out; the rest carry MC-GRPO's MAD-scaled advantages
+    shown = [s["advantage"] for s in trainer.reporter.sample_rows if s["advantage"] is not None]
+    assert shown and max(abs(a) for a in shown) >= 1000
