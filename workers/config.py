@@ -166,29 +166,27 @@ def _component_knobs(stage: str, registry, name: str) -> type[Section]:
     )
 
 
-def _stage_union(stage: str):
+def _stage_members(stage: str) -> dict[str, type[Section]]:
     from workers.pipeline import STAGES
 
     registry = STAGES[stage]
-    members = {name: _component_knobs(stage, registry, name) for name in registry.names()}
-    union = Annotated[Union[tuple(members.values())], Field(discriminator="name")]  # noqa: UP007
-    return union, members
+    return {name: _component_knobs(stage, registry, name) for name in registry.names()}
 
 
-GenerateConfig, GENERATE_KNOBS = _stage_union("generate")
-FilterConfig, FILTER_KNOBS = _stage_union("filter")
-ControlConfig, CONTROL_KNOBS = _stage_union("control")
-ReplayConfig, REPLAY_KNOBS = _stage_union("replay")
-AdvantageConfig, ADVANTAGE_KNOBS = _stage_union("advantage")
-ObjectiveConfig, OBJECTIVE_KNOBS = _stage_union("objective")
-STAGE_KNOBS = {
-    "generate": GENERATE_KNOBS,
-    "filter": FILTER_KNOBS,
-    "control": CONTROL_KNOBS,
-    "replay": REPLAY_KNOBS,
-    "advantage": ADVANTAGE_KNOBS,
-    "objective": OBJECTIVE_KNOBS,
-}
+STAGE_KNOBS = {stage: _stage_members(stage) for stage in STAGE_DEFAULTS}  # stage -> component name -> knob model
+
+
+def _stage_union(stage: str):
+    """The section's type: one of the stage's knob models, chosen by `name`."""
+    return Annotated[Union[tuple(STAGE_KNOBS[stage].values())], Field(discriminator="name")]  # noqa: UP007
+
+
+GenerateConfig = _stage_union("generate")
+FilterConfig = _stage_union("filter")
+ControlConfig = _stage_union("control")
+ReplayConfig = _stage_union("replay")
+AdvantageConfig = _stage_union("advantage")
+ObjectiveConfig = _stage_union("objective")
 
 
 def _default(stage: str):

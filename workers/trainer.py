@@ -510,13 +510,15 @@ class Trainer:
         dropped = [r for r, note in enumerate(generated.notes) if note.get("filter", "").startswith("dropped")]
         n_dropped = min(len(dropped), budget // 4 if trained.num_samples else budget)
         n_trained = min(trained.num_samples, budget - n_dropped)
-        picks = [(trained, r) for r in range(n_trained)] + [(generated, r) for r in dropped[:n_dropped]]
-        return [self.describe_sample(batch, row) for batch, row in picks]
+        advantages = trained.sample_advantages() if trained.advantages is not None else None
+        described = [self.describe_sample(trained, r, advantages) for r in range(n_trained)]
+        return described + [self.describe_sample(generated, r, None) for r in dropped[:n_dropped]]
 
     @staticmethod
-    def describe_sample(batch: RolloutBatch, row: int) -> dict:
+    def describe_sample(batch: RolloutBatch, row: int, advantages: torch.Tensor | None) -> dict:
+        """One sample for the inspector; `advantages` (N,) per sample, None for groups never trained on."""
         example = batch.example_of(row)
-        used = batch.advantages is not None and bool(batch.in_loss[row])  # dropped groups have no advantage
+        used = advantages is not None and bool(batch.in_loss[row])
         return {
             "prompt": example.prompt,
             "answer": example.answer,
@@ -524,7 +526,7 @@ class Trainer:
             "reward": float(batch.rewards[row]),
             "rewards": {name: float(v[row]) for name, v in batch.reward_parts.items()},
             "correct": bool(batch.correct[row]),
-            "advantage": float(batch.sample_advantages()[row]) if used else None,
+            "advantage": float(advantages[row]) if used else None,
             "length": int(batch.mask[row].sum()),
             "truncated": bool(batch.truncated[row]),
             "stages": dict(batch.notes[row]),

@@ -62,7 +62,7 @@ class ScriptedBackend:
     def __init__(self, policy, script):
         self.policy, self.script = policy, script
 
-    def generate(self, prompts, n, params, generator):
+    def generate(self, prompts, n, params, generator, **request):
         texts = [t for p in prompts for t in self.script(self.policy.decode(p), n, params.temperature)]
         ids = [self.policy.tokenizer(t, add_special_tokens=False)["input_ids"] + [self.policy.eos_id] for t in texts]
         width = max(len(i) for i in ids)

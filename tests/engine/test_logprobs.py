@@ -76,8 +76,8 @@ class SkewedSampler:
     def __init__(self, backend):
         self.backend, self.noise = backend, torch.Generator().manual_seed(7)
 
-    def generate(self, prompts, n, params, generator):
-        out = self.backend.generate(prompts, n, params, generator)
+    def generate(self, prompts, n, params, generator, **request):
+        out = self.backend.generate(prompts, n, params, generator, **request)
         out.logprobs = (out.logprobs + 0.02 * torch.randn(out.logprobs.shape, generator=self.noise)) * out.mask
         return out
 

@@ -150,6 +150,6 @@ def test_the_prompt_history_counts_every_scored_group_and_is_checkpointed(tmp_pa
     restored = PromptHistory()
     restored.load_state_dict(json.loads((tmp_path / "checkpoints" / "step-2" / "prompt_history.json").read_text()))
     assert restored.state_dict() == trainer.history.state_dict()
-    seen = sum(stats["seen"] for stats in restored.state_dict().values())
+    seen = sum(len(stats["outcomes"]) for stats in restored.state_dict().values())
     assert seen == 8  # 2 steps x 4 prompts, a repeated prompt counted twice
     assert trainer.reporter.metric_rows[-1]["prompts/distinct"] == len(restored)

@@ -13,18 +13,12 @@ GENERATORS: Registry[type] = Registry("generate component")
 
 
 def sample_groups(ctx: StageContext, examples: list[Example], budget: Budget, extra: int = 0) -> RolloutBatch:
-    """The budget's samples per example (plus `extra` each) from the backend, decoded, one group per example.
-
-    A budget without per-prompt sizes or limits makes one uniform request, as the backend
-    is asked everywhere else; with them, each prompt gets its own group size and limit.
-    """
+    """The budget's samples per example (plus `extra` each) from the backend, decoded, one group per example:
+    each prompt with its own group size and length limit (equal for all unless the control stage set them)."""
     prompt_ids = [ctx.policy.encode_prompt(e.prompt) for e in examples]
     sizes = [size + extra for size in budget.sizes(len(examples))]
     params = SamplingParams(budget.max_new_tokens, ctx.temperature, ctx.top_p, ctx.top_k)
-    if budget.group_sizes or budget.max_new_tokens_per_prompt:
-        out = ctx.backend.generate(prompt_ids, sizes, params, ctx.generator, limits=budget.limits(len(examples)))
-    else:
-        out = ctx.backend.generate(prompt_ids, sizes[0], params, ctx.generator)
+    out = ctx.backend.generate(prompt_ids, sizes, params, ctx.generator, limits=budget.limits(len(examples)))
     texts = ctx.policy.decode_completions(out)
     return RolloutBatch(
         examples=list(examples),

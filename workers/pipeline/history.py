@@ -21,25 +21,47 @@ from workers.tasks import Example
 
 @dataclass
 class PromptStats:
-    """One prompt's record. alpha/beta: a Beta posterior of its pass rate from a uniform prior."""
+    """One prompt's record: every visit as (step, correct, samples); the rest is derived from it."""
 
-    seen: int = 0  # steps in which the prompt was rolled out
-    samples: int = 0  # completions scored
-    successes: int = 0  # of them correct
-    last_pass_rate: float = 0.0  # share correct the last time it was rolled out
-    last_step: int = 0
-    alpha: float = 1.0
-    beta: float = 1.0
-    outcomes: list[tuple[int, int, int]] = field(default_factory=list)  # (step, correct, samples) per visit
+    outcomes: list[tuple[int, int, int]] = field(default_factory=list)
+
+    @property
+    def seen(self) -> int:
+        """Steps in which the prompt was rolled out."""
+        return len(self.outcomes)
+
+    @property
+    def samples(self) -> int:
+        return sum(size for _, _, size in self.outcomes)
+
+    @property
+    def successes(self) -> int:
+        return sum(right for _, right, _ in self.outcomes)
+
+    @property
+    def last_step(self) -> int:
+        return self.outcomes[-1][0]
+
+    @property
+    def last_pass_rate(self) -> float:
+        """Share correct the last time it was rolled out."""
+        _, right, size = self.outcomes[-1]
+        return right / size
 
     @property
     def pass_rate(self) -> float:
         """Share of all its completions that were correct."""
-        return self.successes / self.samples if self.samples else 0.0
+        return self.successes / self.samples
 
     @property
-    def posterior_mean(self) -> float:
-        return self.alpha / (self.alpha + self.beta)
+    def alpha(self) -> float:
+        """Beta posterior of its pass rate from a uniform prior: 1 + successes."""
+        return 1.0 + self.successes
+
+    @property
+    def beta(self) -> float:
+        """1 + failures."""
+        return 1.0 + self.samples - self.successes
 
 
 class PromptHistory:
@@ -60,16 +82,7 @@ class PromptHistory:
         """Count every group of a scored batch (workers.pipeline.batch.RolloutBatch)."""
         correct = batch.group_reduce(batch.correct.float(), "sum").tolist()  # (P,)
         for example, size, right in zip(batch.examples, batch.group_sizes, correct):
-            stats = self._stats.setdefault(self.key(example), PromptStats())
-            right = int(right)
-            stats.seen += 1
-            stats.samples += size
-            stats.successes += right
-            stats.last_pass_rate = right / size
-            stats.last_step = step
-            stats.alpha += right
-            stats.beta += size - right
-            stats.outcomes.append((step, right, size))
+            self._stats.setdefault(self.key(example), PromptStats()).outcomes.append((step, int(right), size))
 
     def metrics(self) -> dict[str, float]:
         """prompts/...: how many distinct prompts the run has rolled out, and how they fare."""
@@ -89,7 +102,4 @@ class PromptHistory:
         return {key: asdict(stats) for key, stats in self._stats.items()}
 
     def load_state_dict(self, state: dict[str, dict]) -> None:
-        self._stats = {
-            key: PromptStats(**{**stats, "outcomes": [tuple(o) for o in stats.get("outcomes", [])]})
-            for key, stats in state.items()
-        }
+        self._stats = {key: PromptStats([tuple(o) for o in stats["outcomes"]]) for key, stats in state.items()}

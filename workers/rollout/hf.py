@@ -45,14 +45,19 @@ class HFBackend:
         model.train(was_training)
         return new if prefixes is None else prepend(prefixes, new, self.policy.pad_id)
 
-    def prefill_groups(self, prompts, sizes) -> DecodeState:
-        """One prefill per prompt; each group's rows share it (the cache is repeated, not recomputed)."""
-        device = self.policy.device
-        input_ids, attention = left_pad(prompts, self.policy.pad_id, device)  # (P, L)
+    def prefill(self, rows: list[list[int]]):
+        """One left-padded forward over the rows; its output (cache, last logits), attention mask and positions."""
+        input_ids, attention = left_pad(rows, self.policy.pad_id, self.policy.device)  # (R, L)
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
         out = self.policy.model(
             input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, logits_to_keep=1
         )
+        return out, attention, positions
+
+    def prefill_groups(self, prompts, sizes) -> DecodeState:
+        """One prefill per prompt; each group's rows share it (the cache is repeated, not recomputed)."""
+        device = self.policy.device
+        out, attention, positions = self.prefill(prompts)  # (P, L)
         cache = out.past_key_values
         repeats = int(sizes[0]) if bool((sizes == sizes[0]).all()) else sizes.to(device)
         if isinstance(repeats, int):
@@ -70,14 +75,9 @@ class HFBackend:
 
     def prefill_rows(self, prompts, sizes, prefixes) -> DecodeState:
         """One prefill per row of its prompt and its prefix: rows continuing a completion share nothing."""
-        device = self.policy.device
         owners = torch.arange(len(prompts)).repeat_interleave(sizes).tolist()
         rows = [prompts[g] + list(prefix.tokens if prefix else ()) for g, prefix in zip(owners, prefixes)]
-        input_ids, attention = left_pad(rows, self.policy.pad_id, device)  # (N, L)
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        out = self.policy.model(
-            input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, logits_to_keep=1
-        )
+        out, attention, positions = self.prefill(rows)  # (N, L)
         return DecodeState(out.past_key_values, out.logits[:, -1], attention, positions[:, -1:] + 1, None)
 
     def decode(self, state: DecodeState, budget, params, generator, stop) -> Generations:

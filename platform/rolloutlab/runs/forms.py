@@ -94,13 +94,13 @@ def stage_knobs(section: str) -> tuple[list[str], dict[str, tuple[dict, list[str
 
 
 def stage_fields(section: str, given: dict, errors: dict[str, str]) -> list[FormField]:
-    names = stage_knobs(section)[0]
+    names, knobs = stage_knobs(section)
     chosen = given.get("name") or STAGE_DEFAULTS[section]
     help_text = SCHEMA["properties"][section].get("description", "")
     picker = FormField(name=f"{section}.name", label="name", help=help_text, widget="select", value=chosen,
                        error=errors.get(f"{section}.name", ""), choices=names)  # fmt: skip
     fields = [picker]
-    for knob, (prop, owners) in stage_knobs(section)[1].items():
+    for knob, (prop, owners) in knobs.items():
         value = given.get(knob, prop.get("default")) if chosen in owners else prop.get("default")
         made = make_field(f"{section}.{knob}", prop, value, errors.get(f"{section}.{knob}", ""))
         made.components = owners

@@ -14,6 +14,7 @@ rounded to a whole token: `long` at the first step, `short` half a period later,
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from pydantic import Field
 
@@ -65,8 +66,7 @@ class InterleavedCompression(Controller):
 
     def plan(self, ctx: StageContext) -> Budget:
         self.limit = self.limit_at(ctx.step)
-        b = self.budget
-        return Budget(b.prompts, b.group_size, self.limit, candidates=b.candidates)
+        return replace(self.budget, max_new_tokens=self.limit)
 
     def metrics(self) -> dict[str, float]:
         return {"pipeline/control/max_new_tokens": float(self.limit)}
