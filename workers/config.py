@@ -227,6 +227,7 @@ class EvalConfig(Section):
     samples: int = Field(
         0,
         ge=0,
+        le=1024,
         description="n: samples drawn per prompt to estimate pass@k without bias, 1 - C(n-c, k) / C(n, k) "
         "with c of them correct (Chen et al. 2021), and maj@k as the mean vote over n // k disjoint blocks "
         "of k; 0 = k. More samples, tighter estimates.",

@@ -182,6 +182,17 @@ def test_the_schema_shows_each_stage_as_a_choice_of_components():
     assert schema["x-components"]["filter"]["none"]["knobs"] == ["overlong"]
 
 
+@pytest.mark.parametrize(
+    "section, knob, value",
+    [("eval", "samples", 1025), ("control", "prior", 1e7), ("control", "period", 10**7), ("control", "prior", 0)],
+)
+def test_the_new_knobs_are_bounded(section, knob, value):
+    name = {"control": {"prior": "mopps", "period": "siri"}}.get(section, {}).get(knob)
+    raw = {section: {knob: value, **({"name": name} if name else {})}}
+    with pytest.raises(ConfigError, match=rf"{section}.{knob}: Input should be"):
+        resolve(raw)
+
+
 def test_eval_size_must_leave_problems_to_train_on():
     with pytest.raises(ConfigError, match=r"eval.size: 150 held-out problems would leave too few of the task's 200"):
         resolve({"task": {"digits": 1, "operands": 2, "operators": "+-"}, "eval": {"size": 150}})

@@ -34,7 +34,7 @@ class MoPPSKnobs(Knobs):
         description="Forgetting per visit: the share of a prompt's old posterior kept when new outcomes arrive "
         "(1 = never forget; the authors use 0.5).",
     )
-    prior: float = Field(1.0, gt=0, description="alpha_0 = beta_0 of the Beta prior (1: uniform).")
+    prior: float = Field(1.0, gt=0, le=1e6, description="alpha_0 = beta_0 of the Beta prior (1: uniform).")
 
 
 def forgetting_posterior(history: PromptHistory, example: Example, decay: float, prior: float) -> tuple[float, float]:

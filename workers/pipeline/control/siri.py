@@ -30,7 +30,7 @@ class SIRIKnobs(Knobs):
     long: int = Field(
         0, ge=0, le=4096, description="The expanded limit, in tokens (the high point); 0 = rollout.max_new_tokens."
     )
-    period: int = Field(100, ge=2, description="Steps of one compression-expansion cycle.")
+    period: int = Field(100, ge=2, le=1_000_000, description="Steps of one compression-expansion cycle.")
 
     def limits(self, max_new_tokens: int) -> tuple[int, int]:
         """(compressed, expanded) in tokens, with the defaults resolved against rollout.max_new_tokens."""
