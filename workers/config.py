@@ -377,6 +377,16 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
         "GRPO on the prompts whose Thompson-sampled pass rate is nearest 0.5, from 8x as many candidates (MoPPS).",
         {"control": {"name": "mopps"}},
     ),
+    "april": (
+        "GRPO whose rollouts are over-provisioned 2x; the step stops once its groups are finished and the unfinished "
+        "completions continue in later steps (APRIL).",
+        {"generate": {"name": "april"}},
+    ),
+    "vade": (
+        "GRPO on the prompts with the largest Thompson-sampled reward variance, from a Beta posterior decayed per step "
+        "and per visit (VADE).",
+        {"control": {"name": "vade"}},
+    ),
     "siri": (
         "GRPO with DAPO's clip-higher whose rollout length limit oscillates on a cosine, compress then expand (SIRI).",
         {"control": {"name": "siri"}, "objective": {"clip_low": 0.2, "clip_high": 0.28}},

@@ -213,7 +213,7 @@ class Trainer:
                 "timing/train_s": train_s,
                 "timing/sync_s": time.perf_counter() - synced,
                 "timing/step_s": step_s,
-                "throughput/rollout_tokens_per_s": float(collected.generated.lengths.sum()) / collected.generate_s,
+                "throughput/rollout_tokens_per_s": collected.generated.decoded / collected.generate_s,
                 **self.counters,
                 **self.system_metrics(),
             }
@@ -242,15 +242,21 @@ class Trainer:
             history=self.history,
         )
         budget = self.stages.control.plan(ctx)
+
+        def draw(count: int):
+            """`count` prompts chosen by the control stage from the drawn candidates, and their budget."""
+            candidates = self.task.train_batch(budget.candidates_for(count), self.data_rng)
+            examples = self.stages.control.select(ctx, candidates, count)
+            self.note_examples(examples)
+            return examples, self.stages.control.allocate(ctx, examples, budget)
+
+        ctx.draw = draw
         kept, generated, generate_s, reward_s, rounds = [], [], 0.0, 0.0, 0
         while rounds < self.stages.filter.max_rounds and sum(b.num_groups for b in kept) < budget.prompts:
             rounds += 1
-            wanted = budget.prompts - sum(b.num_groups for b in kept)
-            candidates = self.task.train_batch(budget.candidates_for(wanted), self.data_rng)
-            examples = self.stages.control.select(ctx, candidates, wanted)
-            self.note_examples(examples)
+            examples, granted = draw(budget.prompts - sum(b.num_groups for b in kept))
             t = time.perf_counter()
-            batch = self.stages.generate(ctx, examples, self.stages.control.allocate(ctx, examples, budget))
+            batch = self.stages.generate(ctx, examples, granted)
             generate_s += time.perf_counter() - t
             t = time.perf_counter()
             self.score(batch)
@@ -261,7 +267,7 @@ class Trainer:
         everything = RolloutBatch.concat(generated)
         self.history.update(everything, step)
         self.stages.control.observe(everything)
-        self.counters["counters/rollout_tokens"] += float(everything.lengths.sum())
+        self.counters["counters/rollout_tokens"] += everything.decoded
         self.counters["counters/samples"] += everything.num_samples
         batch = RolloutBatch.concat(kept)
         missing = budget.prompts - batch.num_groups

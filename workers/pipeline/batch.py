@@ -42,6 +42,13 @@ class RolloutBatch:
     advantages: torch.Tensor | None = None  # (N,) per sample, or (N, T) per token
     in_loss: torch.Tensor | None = None  # (N,) bool: may carry gradient (set by the filter, narrowed by the advantage)
     notes: list[dict[str, str]] = field(default_factory=list)  # N: what each stage did to the sample
+    decoded_tokens: float | None = None  # tokens the sampler decoded for this batch, if not its completions' lengths
+
+    @property
+    def decoded(self) -> float:
+        """Tokens decoded to produce the batch: its completion lengths, unless the generate component
+        says otherwise (APRIL decodes tokens for completions that finish in a later step)."""
+        return float(self.lengths.sum()) if self.decoded_tokens is None else self.decoded_tokens
 
     @property
     def num_groups(self) -> int:
@@ -166,4 +173,7 @@ class RolloutBatch:
             advantages=cat(advantages),
             in_loss=cat([b.in_loss for b in batches]),
             notes=[n for b in batches for n in b.notes],
+            decoded_tokens=(
+                None if all(b.decoded_tokens is None for b in batches) else sum(b.decoded for b in batches)
+            ),
         )

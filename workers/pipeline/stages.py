@@ -61,6 +61,9 @@ class StageContext:
     top_k: int
     step: int
     history: PromptHistory  # per-prompt statistics across steps, read by control and filter components
+    # draw(n): n more prompts of this step, chosen by the control stage, and their budget; for a generate
+    # component that keeps more groups in flight than the step trains on (APRIL's over-provisioning)
+    draw: Callable[[int], tuple[list[Example], Budget]] | None = None
 
 
 class GenerateStage(Protocol):

@@ -59,4 +59,4 @@ class FixedBudget(Controller):
     """The same budget every step: rollout.prompts_per_step x rollout.group_size, rollout.max_new_tokens."""
 
 
-from workers.pipeline.control import mopps, siri  # noqa: E402, F401  (registration)
+from workers.pipeline.control import mopps, siri, vade  # noqa: E402, F401  (registration)

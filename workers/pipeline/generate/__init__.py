@@ -72,3 +72,6 @@ class PivotGroups:
         for g, size in enumerate(batch.group_sizes):
             batch.note("generate", f"sampled 1 of {size - 1}+1", [g])
         return batch
+
+
+from workers.pipeline.generate import april  # noqa: E402, F401  (registration)

@@ -1,0 +1,17 @@
+"""VADE against GRPO on the tiny testbed, 3 seeds each, the same rollout budget (docs/methods/vade.md).
+
+python examples/sweep_vade.py      # 6 runs (the grpo ones shared with the other method sweeps)
+"""
+
+from pathlib import Path
+
+from _sweep import main
+
+BASE = Path(__file__).with_name("preset-corrections.yaml")
+VARIANTS = {
+    "grpo": (["method=grpo"], "groups/frac_zero_std"),
+    "vade": (["method=vade"], "groups/frac_zero_std"),
+}
+
+if __name__ == "__main__":
+    main(BASE, VARIANTS, "runs/sweep-methods")
