@@ -1,6 +1,6 @@
 """APRIL against GRPO on the tiny testbed, 3 seeds each, the same rollout budget (docs/methods/april.md).
 
-python examples/sweep_vade.py      # 6 runs (the grpo ones shared with the other method sweeps)
+python examples/sweep_april.py     # 6 runs (the grpo ones shared with the other method sweeps)
 """
 
 from pathlib import Path
