@@ -1,6 +1,6 @@
 """`april`: over-provision rollouts, stop once enough groups are finished, continue the rest next step.
 
-APRIL (Active Partial Rollouts in RL, Zhou et al. 2025, arXiv 2509.18521): a step's generation
+APRIL ("Active Partial Rollouts in Reinforcement Learning to Tame Long-tail Generation", 2025): a step's generation
 is as slow as its longest completion, so a long tail of lengths leaves the sampler idle. APRIL
 asks for more groups than the step trains on, stops generating as soon as the step's number of
 groups is finished, and keeps every unfinished completion, with its tokens and sampler
