@@ -39,7 +39,7 @@ def test_every_method_preset_resolves():
 
 
 def test_unknown_method_lists_the_valid_ones():
-    with pytest.raises(ConfigError, match=r"method: unknown method 'ppo'; valid: dapo, dr-grpo, grpo"):
+    with pytest.raises(ConfigError, match=r"method: unknown method 'ppo'; valid: dapo, dars, dr-grpo, grpo"):
         resolve({"method": "ppo"})
 
 
@@ -171,7 +171,8 @@ def test_an_unknown_component_lists_the_valid_ones():
     with pytest.raises(ConfigError) as err:
         resolve({"advantage": {"name": "median-ish"}})
     assert err.value.fields == {
-        "advantage.name": "unknown advantage estimator 'median-ish'; valid: group-mean, group-median, leave-one-out"
+        "advantage.name": "unknown advantage estimator 'median-ish'; "
+        "valid: group-mean, group-median, leave-one-out, xrpo"
     }
 
 
