@@ -391,6 +391,16 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
         "GRPO with DAPO's clip-higher whose rollout length limit oscillates on a cosine, compress then expand (SIRI).",
         {"control": {"name": "siri"}, "objective": {"clip_low": 0.2, "clip_high": 0.28}},
     ),
+    "dars": (
+        "GRPO whose low-accuracy prompts get extra rollouts in further stages, up to the cumulative advantage of "
+        "a prompt at accuracy 0.5 (DARS, equal-treatment schedule).",
+        {"control": {"name": "dars"}},
+    ),
+    "xrpo": (
+        "Rounds of extra rollouts to the prompts whose mean reward is most uncertain, and GRPO's advantage "
+        "amplified for correct but unlikely completions (XRPO, without in-context seeding).",
+        {"control": {"name": "xrpo"}, "advantage": {"name": "xrpo"}},
+    ),
     "gspo": (
         "Sequence-level importance ratio, clipped per sequence with a narrow range (GSPO).",
         {"objective": {"name": "sequence-clip", "clip_low": 3e-4, "clip_high": 4e-4}},

@@ -3,9 +3,10 @@
     trainer = Trainer(cfg, reporter, artifacts_dir=Path("runs/demo"))
     trainer.run()   # -> "succeeded" | "cancelled"
 
-One step:  collect (generate -> reward -> filter, repeated while the filter
-asks for more; the control stage sees every group) -> replay.mix -> advantage
--> update (objective) -> replay.store -> sync -> evaluate -> report.
+One step:  collect (generate -> reward -> [more rollout stages, if the control
+stage extends the scored groups] -> filter, repeated while the filter asks for
+more; the control stage sees every group) -> replay.mix -> advantage -> update
+(objective) -> replay.store -> sync -> evaluate -> report.
 
 Which components fill the stages comes from the config; this file never
 asks which method it is running.
@@ -195,8 +196,8 @@ class Trainer:
         metrics = self.batch_metrics(collected)
         train_s = 0.0
         if batch.num_groups:
-            self.compute_advantages(batch)
-            metrics.update(self.advantage_metrics(batch))
+            advantage_stats = self.compute_advantages(batch)
+            metrics.update({**self.advantage_metrics(batch), **advantage_stats})
             self.check_stop()
             began_update = time.perf_counter()
             metrics.update(self.update(batch, step))
@@ -228,7 +229,8 @@ class Trainer:
     def collect(self, step: int) -> Collected:
         """generate -> reward -> filter, for as many rounds as the filter allows, until the batch is full.
 
-        The control stage plans the step, then sets each round's prompts' budget; every scored
+        The control stage plans the step, then sets each round's prompts' budget, and may grow the
+        round's scored groups in further rollout stages before the filter sees them; every scored
         group, kept or not, goes into the prompt history before the control stage observes it.
         """
         ctx = StageContext(
@@ -261,6 +263,8 @@ class Trainer:
             t = time.perf_counter()
             self.score(batch)
             reward_s += time.perf_counter() - t
+            batch, more_generate_s, more_reward_s = self.extend(ctx, batch, granted)
+            generate_s, reward_s = generate_s + more_generate_s, reward_s + more_reward_s
             kept.append(batch.select_groups(self.stages.filter(batch, ctx)))
             generated.append(batch)
             self.check_stop()
@@ -277,6 +281,33 @@ class Trainer:
                 f"rounds (filter.max_rounds); training on those, {missing} short"
             )
         return Collected(batch, everything, rounds, missing, generate_s, reward_s)
+
+    def extend(self, ctx: StageContext, batch: RolloutBatch, allocated) -> tuple[RolloutBatch, float, float]:
+        """Further rollout stages of a scored round, as long as the control stage asks for more.
+
+        Stage k's samples go through the generate stage and the rewards like the first stage's, and
+        join their groups (which stay contiguous, so groups grow ragged); every sample's notes say
+        the stage it came from. Returns the grown batch and the seconds spent generating and scoring.
+        """
+        control, generate_s, reward_s = self.stages.control, 0.0, 0.0
+        for stage in range(2, getattr(control, "max_stages", 1) + 1):
+            extras = control.extend(ctx, batch, stage - 1)
+            groups = [g for g, count in enumerate(extras) if count > 0]
+            if not groups:
+                break
+            examples = [batch.examples[g] for g in groups]
+            extra_budget = allocated.extra(batch.num_groups, groups, [extras[g] for g in groups])
+            t = time.perf_counter()
+            more = self.stages.generate(ctx, examples, extra_budget)
+            generate_s += time.perf_counter() - t
+            t = time.perf_counter()
+            self.score(more)
+            reward_s += time.perf_counter() - t
+            if stage == 2:
+                batch.note("control", "rollout stage 1")
+            more.note("control", f"rollout stage {stage}")
+            batch = batch.add_to_groups(groups, more)
+        return batch, generate_s, reward_s
 
     def note_examples(self, examples) -> None:
         for example in examples:
@@ -299,8 +330,11 @@ class Trainer:
         batch.correct = torch.tensor(correct)
 
     # ------------------------------------------------------------------ phase: advantage
-    def compute_advantages(self, batch: RolloutBatch) -> None:
-        """Advantages of every sample; a sample is in the loss if both the filter and the estimator keep it."""
+    def compute_advantages(self, batch: RolloutBatch) -> dict[str, float]:
+        """Advantages of every sample; a sample is in the loss if both the filter and the estimator keep it.
+
+        Returns what the estimator reports of its own (pipeline/advantage/...).
+        """
         out = self.stages.advantage(batch)
         kept_by_filter = batch.in_loss if batch.in_loss is not None else torch.ones_like(out.in_loss)
         batch.advantages, batch.in_loss = out.advantages, out.in_loss & kept_by_filter
@@ -313,6 +347,7 @@ class Trainer:
                 batch.notes[row]["advantage"] = f"{value:+.3f}, left out of the loss by the filter"
             else:
                 batch.notes[row]["advantage"] = f"{value:+.3f}"
+        return dict(out.stats)
 
     # ------------------------------------------------------------------ phase: update
     def update(self, batch: RolloutBatch, step: int = 1) -> dict[str, float]:

@@ -12,6 +12,10 @@ per-group computation goes through one of three views:
 `by_size` lets any estimator written for a (P, n) matrix run unchanged on ragged
 batches: it sees each size class as one matrix, and a group's result never
 depends on which other groups share the batch.
+
+A group may also grow after it was scored: `batch.add_to_groups(groups, extra)`
+appends the samples of a later rollout stage (a control stage's `extend`) to their
+groups, keeping each group's rows contiguous.
 """
 
 from __future__ import annotations
@@ -123,12 +127,47 @@ class RolloutBatch:
         return (self.advantages * mask).sum(-1) / mask.sum(-1).clamp(min=1)
 
     def select_groups(self, groups: list[int]) -> RolloutBatch:
-        rows = torch.tensor(self.rows_of(groups), dtype=torch.long)
-        pick = lambda x: None if x is None else x[rows.to(x.device)]  # noqa: E731
-        return RolloutBatch(
+        return self.take_rows(
+            self.rows_of(groups),
             examples=[self.examples[g] for g in groups],
             group_sizes=[self.group_sizes[g] for g in groups],
             prompt_ids=[self.prompt_ids[g] for g in groups],
+        )
+
+    def add_to_groups(self, groups: list[int], extra: RolloutBatch) -> RolloutBatch:
+        """This batch with extra's group k appended to group groups[k]; the other groups unchanged.
+
+        Each grown group keeps its rows contiguous (its old samples, then the new ones), so
+        `offsets`, `by_size` and every per-group estimator see it as one group of the summed
+        size, exactly as if it had been sampled at once. Both batches must be scored and not yet
+        filtered; completions are right-padded to the longer width.
+        """
+        if len(set(groups)) != len(groups) or len(groups) != extra.num_groups:
+            raise ValueError(f"{extra.num_groups} extra groups cannot join the distinct groups {groups}")
+        if any(extra.examples[k] != self.examples[g] for k, g in enumerate(groups)):
+            raise ValueError("an extra group must hold samples of the prompt of the group it joins")
+        if not groups:
+            return self
+        joined = RolloutBatch.concat([self, extra])  # rows: all of self's, then all of extra's
+        added = {g: range(self.num_samples + extra.offsets[k], self.num_samples + extra.offsets[k + 1])
+                 for k, g in enumerate(groups)}  # fmt: skip
+        order, sizes = [], []
+        for g in range(self.num_groups):
+            own = range(self.offsets[g], self.offsets[g + 1])
+            order += [*own, *added.get(g, ())]
+            sizes.append(len(own) + len(added.get(g, ())))
+        return joined.take_rows(order, list(self.examples), sizes, list(self.prompt_ids))
+
+    def take_rows(
+        self, rows: list[int], examples: list[Example], group_sizes: list[int], prompt_ids: list[list[int]]
+    ) -> RolloutBatch:
+        """A batch of the given rows, in order, regrouped as `group_sizes` (the caller keeps groups contiguous)."""
+        rows = torch.tensor(rows, dtype=torch.long)
+        pick = lambda x: None if x is None else x[rows.to(x.device)]  # noqa: E731
+        return RolloutBatch(
+            examples=examples,
+            group_sizes=group_sizes,
+            prompt_ids=prompt_ids,
             tokens=pick(self.tokens),
             logprobs=pick(self.logprobs),
             mask=pick(self.mask),

@@ -7,7 +7,7 @@ call site per stage and never assembles arguments by method.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import torch
@@ -50,9 +50,25 @@ class Budget:
             list(self.max_new_tokens_per_prompt) if self.max_new_tokens_per_prompt else [self.max_new_tokens] * prompts
         )
 
+    def extra(self, prompts: int, groups: list[int], sizes: list[int]) -> Budget:
+        """A later rollout stage of this budget's `prompts` prompts: `sizes[k]` more samples for prompt
+        `groups[k]`, each at the length limit the prompt had in the first stage."""
+        limits = self.limits(prompts)
+        return replace(
+            self,
+            prompts=len(groups),
+            group_sizes=tuple(sizes),
+            max_new_tokens_per_prompt=tuple(limits[g] for g in groups),
+            candidates=0,
+        )
+
 
 @dataclass
 class StageContext:
+    """What every stage may read while a step collects its rollouts; one per step, the same object
+    for every round and every rollout stage of the step (`step` and `history` stay put until the
+    step's groups are all scored: the history is updated once, after the collect phase)."""
+
     policy: object  # workers.models.Policy
     backend: object  # workers.rollout.RolloutBackend
     generator: torch.Generator  # the sampling RNG of this run
@@ -94,8 +110,21 @@ class ControlStage(Protocol):
         """The budget of these prompts: per-prompt group sizes and length limits, if the component sets them."""
         ...
 
+    max_stages: int  # rollout stages per round: 1 = the allocated groups only, `extend` is never asked
+
+    def extend(self, ctx: StageContext, batch: RolloutBatch, stage: int) -> list[int]:
+        """More rollouts for some prompts of a scored round, before the filter sees it.
+
+        `batch` holds the round's groups after `stage` rollout stages, scored (rewards, correct;
+        no advantages yet). The answer has one count per group (empty or all zeros: no more);
+        the trainer samples that many more of each prompt through the generate stage, at the
+        prompt's length limit, scores them, appends them to their groups (ragged groups) and asks
+        again, until the answer is none or the round has `max_stages` stages.
+        """
+        ...
+
     def observe(self, batch: RolloutBatch) -> None:
-        """See every scored group of a step (kept or not), to plan the next."""
+        """See every scored group of a step (kept or not, grown by every stage), to plan the next."""
         ...
 
 
@@ -113,6 +142,7 @@ class ReplayStage(Protocol):
 class AdvantageOutput:
     advantages: torch.Tensor  # (N,) per sample, or (N, T) per token
     in_loss: torch.Tensor  # (N,) bool: the estimator lets the sample carry gradient
+    stats: dict[str, float] = field(default_factory=dict)  # what the estimator did: pipeline/advantage/...
 
 
 class AdvantageStage(Protocol):

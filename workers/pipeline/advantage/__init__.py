@@ -142,3 +142,6 @@ class GroupMedian(GroupEstimator):
         in_loss = torch.ones_like(rewards, dtype=torch.bool).scatter(-1, pivot, False)
         # the pivot's centered reward is 0 already; the scatter keeps it 0 whatever the scale does
         return self.normalize(rewards - median, rewards).scatter(-1, pivot, 0.0), in_loss
+
+
+from workers.pipeline.advantage import xrpo  # noqa: E402, F401  (registration)

@@ -1,11 +1,15 @@
 """Control stage: which prompts a step trains on and where its rollout budget goes.
 
-A control component answers four calls, each with a default in `Controller`:
+A control component answers five calls, each with a default in `Controller`:
 
     plan(ctx)                          -> Budget   how many prompts, how many candidates to draw for them
     select(ctx, candidates, count)     -> list     which `count` of the drawn candidates to roll out
     allocate(ctx, examples, budget)    -> Budget   per-prompt group sizes and length limits
+    extend(ctx, batch, stage)          -> list     after scoring: more rollouts per group (multi-stage rollout)
     observe(batch)                                 every scored group of the step, kept or not
+
+`extend` is asked only while a round has fewer than `max_stages` rollout stages (1 by
+default: never), so a component that does not extend costs nothing and draws nothing.
 
 Components read what the run knows of each prompt from `ctx.history` (PromptHistory).
 Each method lives in its own module here and registers itself.
@@ -27,6 +31,7 @@ class Controller:
 
     Knobs = Knobs
     candidates_per_prompt = 1  # candidates drawn per prompt the step trains on
+    max_stages = 1  # rollout stages per round; more lets `extend` add rollouts to scored groups
 
     def __init__(self, cfg):
         r = cfg.rollout
@@ -46,6 +51,9 @@ class Controller:
     def allocate(self, ctx: StageContext, examples: list[Example], budget: Budget) -> Budget:
         return budget
 
+    def extend(self, ctx: StageContext, batch: RolloutBatch, stage: int) -> list[int]:
+        return []
+
     def observe(self, batch: RolloutBatch) -> None:
         pass
 
@@ -59,4 +67,4 @@ class FixedBudget(Controller):
     """The same budget every step: rollout.prompts_per_step x rollout.group_size, rollout.max_new_tokens."""
 
 
-from workers.pipeline.control import mopps, siri, vade  # noqa: E402, F401  (registration)
+from workers.pipeline.control import dars, mopps, siri, vade, xrpo  # noqa: E402, F401  (registration)

@@ -1,0 +1,153 @@
+"""`dars`: after a first stage of G rollouts per prompt, low-accuracy prompts get more rollouts in further stages.
+
+Difficulty Adaptive Rollout Sampling (Yang et al. 2025, "Depth-Breadth Synergy in RLVR:
+Unlocking LLM Reasoning Gains with Adaptive Exploration", arXiv 2508.13755, the DARS
+section). The authors' analysis: with binary rewards and GRPO's group-normalised
+advantage, a group of n samples at accuracy a carries a cumulative advantage
+
+    sum_i |A_i| = n (a (1 - a) + (1 - a) a) / sqrt(a (1 - a)) = 2 n sqrt(a (1 - a)),
+
+which peaks at a = 0.5 (where it is n) and vanishes towards a = 0: the hard prompts that
+push the reasoning boundary weigh least. DARS rebalances it with targeted multi-stage
+rollouts: a first stage of G samples estimates each prompt's accuracy, and prompts below
+the threshold get extra samples, so hard prompts gain positive rollouts. Two schedules
+give a prompt at estimated accuracy a the total group size N(a) (G = rollout.group_size):
+
+    equal-treatment     2 N sqrt(a (1 - a)) = G, the mass of a group of G at a = 0.5:
+                        N = G / (2 sqrt(a (1 - a)))
+    hardness-weighted   the mass of a G-group at 0.5, times 2 (1 - a): the harder, the more:
+                        N = G sqrt((1 - a) / a)   (>= equal-treatment for every a < 0.5)
+
+An all-wrong prompt (a = 0) asks for unboundedly many, so every prompt is capped at
+G + control.max_extra, and a step's extras at control.extra_budget x (prompts x G); when a
+stage asks for more than is left, each prompt's ask is scaled down alike and the rounding
+remainder goes to the hardest first. Each further stage re-estimates a from all the group's
+samples so far, so a prompt that turns out easier stops growing (at most control.stages
+stages per round).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import Field
+
+from workers.knobs import Knobs
+from workers.pipeline.batch import RolloutBatch
+from workers.pipeline.control import CONTROLLERS, Controller
+from workers.pipeline.stages import Budget, StageContext
+
+
+class DARSKnobs(Knobs):
+    schedule: Literal["equal-treatment", "hardness-weighted"] = Field(
+        "equal-treatment",
+        description="equal-treatment: each low-accuracy prompt gets the rollouts that bring its cumulative "
+        "advantage up to that of a G-group at accuracy 0.5; hardness-weighted: that mass times 2 (1 - accuracy), "
+        "so the harder the prompt, the more rollouts.",
+    )
+    threshold: float = Field(
+        0.5, gt=0, le=0.5, description="Prompts whose accuracy so far is below this get extra rollouts."
+    )
+    max_extra: int = Field(12, ge=1, le=1024, description="Most extra rollouts one prompt gets in a step.")
+    extra_budget: float = Field(
+        1.0,
+        gt=0,
+        le=16,
+        description="Most extra rollouts of a step, as a multiple of its base budget "
+        "(rollout.prompts_per_step x rollout.group_size).",
+    )
+    stages: int = Field(
+        3, ge=2, le=16, description="Rollout stages per round: the first, then up to stages - 1 of extras."
+    )
+
+
+def equal_treatment_size(accuracy: float, group_size: int) -> float:
+    """N with 2 N sqrt(a (1 - a)) = group_size: the cumulative advantage of a group of group_size at 0.5."""
+    if accuracy <= 0:
+        return math.inf
+    return group_size / (2 * math.sqrt(accuracy * (1 - accuracy)))
+
+
+def hardness_weighted_size(accuracy: float, group_size: int) -> float:
+    """N with 2 N sqrt(a (1 - a)) = 2 (1 - a) group_size: the mass at 0.5, weighted up by the hardness."""
+    if accuracy <= 0:
+        return math.inf
+    return group_size * math.sqrt((1 - accuracy) / accuracy)
+
+
+TARGET_SIZE = {"equal-treatment": equal_treatment_size, "hardness-weighted": hardness_weighted_size}
+
+
+def wanted_extras(
+    accuracies: list[float], sizes: list[int], group_size: int, schedule: str, threshold: float, max_extra: int
+) -> list[int]:
+    """Per group: the extra rollouts its schedule asks for now, 0 unless it is below the threshold."""
+    wanted = []
+    for accuracy, size in zip(accuracies, sizes):
+        if accuracy >= threshold:
+            wanted.append(0)
+            continue
+        cap = group_size + max_extra
+        target = min(TARGET_SIZE[schedule](accuracy, group_size), cap)
+        wanted.append(max(0, min(math.ceil(target - 1e-9), cap) - size))
+    return wanted
+
+
+def fit_to_budget(wanted: list[int], accuracies: list[float], left: int) -> list[int]:
+    """Scale the asks down alike to fit `left`; the rounding remainder goes to the hardest prompts first."""
+    if sum(wanted) <= left:
+        return list(wanted)
+    granted = [want * left // sum(wanted) for want in wanted]
+    hardest_first = sorted(range(len(wanted)), key=lambda g: (accuracies[g], g))
+    remainder = left - sum(granted)
+    for g in hardest_first:
+        if remainder == 0:
+            break
+        if granted[g] < wanted[g]:
+            granted[g] += 1
+            remainder -= 1
+    return granted
+
+
+@CONTROLLERS.register("dars")
+class DifficultyAdaptiveRollouts(Controller):
+    """Prompts below an accuracy threshold get extra rollouts in further stages, the harder the more (DARS).
+
+    Knobs: control.schedule (equal-treatment | hardness-weighted), control.threshold,
+    control.max_extra (per prompt), control.extra_budget (x the step's base budget), control.stages.
+    Breadth (DARS-B) is rollout.prompts_per_step. Reports pipeline/control/extra_rollouts (extras
+    of the step) and pipeline/control/hard_prompts (prompts below the threshold after the first stage).
+    """
+
+    Knobs = DARSKnobs
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        c = cfg.control
+        self.schedule, self.threshold, self.max_extra = c.schedule, c.threshold, c.max_extra
+        self.max_stages = c.stages
+        self.step_budget = math.floor(c.extra_budget * self.budget.prompts * self.budget.group_size)
+        self.extra_left, self.extra_rollouts, self.hard_prompts = self.step_budget, 0, 0
+
+    def plan(self, ctx: StageContext) -> Budget:
+        self.extra_left, self.extra_rollouts, self.hard_prompts = self.step_budget, 0, 0
+        return super().plan(ctx)
+
+    def extend(self, ctx: StageContext, batch: RolloutBatch, stage: int) -> list[int]:
+        accuracies = batch.group_reduce(batch.correct.float(), "mean").tolist()  # (P,)
+        if stage == 1:
+            self.hard_prompts += sum(a < self.threshold for a in accuracies)
+        wanted = wanted_extras(
+            accuracies, batch.group_sizes, self.budget.group_size, self.schedule, self.threshold, self.max_extra
+        )
+        granted = fit_to_budget(wanted, accuracies, self.extra_left)
+        self.extra_left -= sum(granted)
+        self.extra_rollouts += sum(granted)
+        return granted
+
+    def metrics(self) -> dict[str, float]:
+        return {
+            "pipeline/control/extra_rollouts": float(self.extra_rollouts),
+            "pipeline/control/hard_prompts": float(self.hard_prompts),
+        }
