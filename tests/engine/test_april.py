@@ -1,6 +1,7 @@
 """APRIL: over-provisioned groups, a step that stops once enough are finished, unfinished completions continued."""
 
 import numpy as np
+import pytest
 import torch
 
 from tests.conftest import small_config
@@ -155,5 +156,9 @@ def test_an_april_run_trains_on_whole_groups_and_counts_only_decoded_tokens():
     assert all(r["pipeline/filter/kept_groups"] == 4 for r in rows)
     assert sum(r["pipeline/generate/resumed_rows"] for r in rows) > 0
     decoded = sum(r["pipeline/generate/decoded_tokens"] for r in rows)
-    assert rows[-1]["counters/rollout_tokens"] == decoded
+    assert decoded > 0 and rows[-1]["counters/rollout_tokens"] == decoded
+    # tokens are conserved: every token decoded is in a completion trained on or still in the pool
+    trained = sum(r["completions/mean_length"] * 16 for r in rows)
+    pooled = sum(len(row.tokens) for g in trainer.stages.generate.pool for row in g.rows)
+    assert trained + pooled == pytest.approx(decoded)
     assert trainer.examples_drawn == 4 + 4 * 3  # 8 groups in flight at the first step, 4 new per step after

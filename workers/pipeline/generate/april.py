@@ -86,14 +86,16 @@ class ActivePartialRollouts:
         if top_up > 0 and ctx.draw is not None:
             self.pool += self.new_groups(ctx, *ctx.draw(top_up))
         out, sent = self.continue_pool(ctx, wanted)
+        carried = sum(len(row.tokens) for _, row in sent)  # tokens the rows sent already had
+        resumed = sum(1 for _, row in sent if row.tokens)
         self.absorb(out, sent)
         done = [g for g in self.pool if g.finished][:wanted]  # oldest first
         self.pool = [g for g in self.pool if not any(g is d for d in done)]
         self.last = {
             "pipeline/generate/carried_groups": float(len(self.pool)),
-            "pipeline/generate/resumed_rows": float(sum(1 for _, row in sent if row.resumed)),
+            "pipeline/generate/resumed_rows": float(resumed),
             "pipeline/generate/stopped_rows": float(out.stopped.sum()),
-            "pipeline/generate/decoded_tokens": float(out.lengths.sum()) - sum(len(r.tokens) for _, r in sent),
+            "pipeline/generate/decoded_tokens": float(out.lengths.sum()) - carried,
         }
         return self.to_batch(ctx, done)
 
