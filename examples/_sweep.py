@@ -49,7 +49,7 @@ def summarize(rows: list[dict], observable: str, target: float) -> dict[str, flo
     return {
         "start": evals[0]["eval/pass@1"],
         "final": float(np.mean([r["eval/pass@1"] for r in evals[-3:]])),
-        "observed": float(np.mean([r[observable] for r in rows if observable in r])),
+        "observed": float(np.mean(seen)) if (seen := [r[observable] for r in rows if observable in r]) else np.nan,
         "tokens": max(tokens.values()),
         "to_target": reached,
     }
@@ -78,8 +78,8 @@ def main(base: Path, variants: dict[str, tuple[list[str], str]], default_out: st
         to_target = " / ".join("never" if np.isnan(t) else f"{t / 1e3:.0f} k" for t in reached)
         seeds = " / ".join(f"{r['final']:.3f}" for r in rows)
         tokens = np.mean([r["tokens"] for r in rows]) / 1e3
-        observed = np.mean([r["observed"] for r in rows])
+        observed = np.mean([r["observed"] for r in rows])  # nan: the variant never writes it (e.g. the base)
         print(
             f"| {name} | {rows[0]['start']:.3f} | {iqm(finals):.3f} [{low:.3f}, {high:.3f}] | {seeds} | "
-            f"{tokens:.0f} k | {to_target} | `{variants[name][1]}` {observed:.3f} |"
+            f"{tokens:.0f} k | {to_target} | `{variants[name][1]}` {"—" if np.isnan(observed) else f"{observed:.3f}"} |"
         )
