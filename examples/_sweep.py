@@ -79,7 +79,8 @@ def main(base: Path, variants: dict[str, tuple[list[str], str]], default_out: st
         seeds = " / ".join(f"{r['final']:.3f}" for r in rows)
         tokens = np.mean([r["tokens"] for r in rows]) / 1e3
         observed = np.mean([r["observed"] for r in rows])  # nan: the variant never writes it (e.g. the base)
+        shown = "—" if np.isnan(observed) else f"{observed:.3f}"
         print(
             f"| {name} | {rows[0]['start']:.3f} | {iqm(finals):.3f} [{low:.3f}, {high:.3f}] | {seeds} | "
-            f"{tokens:.0f} k | {to_target} | `{variants[name][1]}` {"—" if np.isnan(observed) else f"{observed:.3f}"} |"
+            f"{tokens:.0f} k | {to_target} | `{variants[name][1]}` {shown} |"
         )
