@@ -382,6 +382,11 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
         "completions continue in later steps (APRIL).",
         {"generate": {"name": "april"}},
     ),
+    "gdro": (
+        "GRPO whose prompts are drawn by adversary weights over online pass-rate classes, and whose rollouts move "
+        "to the hard classes at a fixed mean group size (Prompt- and Rollout-GDRO).",
+        {"control": {"name": "gdro"}},
+    ),
     "vade": (
         "GRPO on the prompts with the largest Thompson-sampled reward variance, from a Beta posterior decayed per step "
         "and per visit (VADE).",

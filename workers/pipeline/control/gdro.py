@@ -1,0 +1,203 @@
+"""`gdro`: adversaries over online difficulty classes pick the prompts and move rollouts between classes.
+
+Multi-Adversary Group DRO for LLM reasoning (2025; the seed list, "Group Distributionally
+Robust Optimization-Driven Reinforcement Learning for LLM Reasoning"). Prompts are put into
+difficulty classes online, from their pass rate in the run's prompt history (the paper's online
+pass@k classifier; unseen prompts form a class of their own). Two independent games play on
+these classes, each with its own adversary:
+
+- **Prompt-GDRO** (`prompt_game`): a multiplicative-weights sampler over the classes. After each
+  step, every class observed updates its weight once, by its EMA loss (share of wrong rollouts)
+  minus the mean EMA loss: one update per class per step, however many of its prompts were drawn,
+  so a class is never favoured only for being frequent (the EMA debiasing). The step's prompts
+  are drawn class by class from these weights, mixed with a uniform share for exploration.
+- **Rollout-GDRO** (`rollout_game`): a prompt of class c gets n_c rollouts with
+  n_c ∝ sqrt(v_c σ²_c) — the allocation that minimises Σ v_c σ²_c / n_c, the adversary-weighted
+  variance of the classes' gradient estimates — where v_c is the class's adversary weight and σ²_c
+  its reward variance. The shadow price μ is set each step so that the mean group size is exactly
+  rollout.group_size: the budget is compute-neutral, and only moves between classes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import Field
+
+from workers.errors import ConfigError
+from workers.knobs import Knobs
+from workers.pipeline.batch import RolloutBatch
+from workers.pipeline.control import CONTROLLERS, Controller
+from workers.pipeline.history import PromptHistory
+from workers.pipeline.stages import Budget, StageContext
+from workers.tasks import Example
+
+
+class GDROKnobs(Knobs):
+    classes: int = Field(
+        4, ge=2, le=8, description="Difficulty classes of seen prompts, by pass rate (unseen: one more)."
+    )
+    prompt_game: bool = Field(
+        True, description="Prompt-GDRO: draw the step's prompts by the classes' adversary weights."
+    )
+    rollout_game: bool = Field(
+        True, description="Rollout-GDRO: move rollouts between classes at a fixed mean group size (rollout.group_size)."
+    )
+    candidates_per_prompt: int = Field(
+        4, ge=1, le=64, description="Candidates drawn per prompt trained on, for the prompt game to choose from."
+    )
+    eta: float = Field(0.5, gt=0, le=10, description="Learning rate of the multiplicative weights.")
+    ema: float = Field(0.9, ge=0, lt=1, description="Share of a class's running loss and pass rate kept per step.")
+    explore: float = Field(0.1, ge=0, le=1, description="Uniform share mixed into the prompt game's class sampling.")
+    pass_rate_clip: float = Field(
+        0.2,
+        ge=0.01,
+        le=0.5,
+        description="The rollout game's variance proxy p(1-p) uses the class's pass rate clipped to [clip, 1-clip], "
+        "so a class that never succeeds keeps the variance of one that could: more rollouts are how it finds its "
+        "first success.",
+    )
+    min_group: int = Field(2, ge=2, le=256, description="Fewest rollouts a prompt gets under the rollout game.")
+    max_group: int = Field(16, ge=2, le=256, description="Most rollouts a prompt gets under the rollout game.")
+
+
+def difficulty_class(history: PromptHistory, example: Example, classes: int) -> int:
+    """0 .. classes-1 by the prompt's last pass rate (0: solved, classes-1: never right); `classes` if unseen."""
+    stats = history.get(example)
+    if stats is None:
+        return classes
+    return min(classes - 1, int((1.0 - stats.last_pass_rate) * classes))
+
+
+def fixed_mean_sizes(scores: np.ndarray, mean: int, low: int, high: int) -> tuple[list[int], float]:
+    """Integer group sizes proportional to `scores` (P,), each in [low, high], summing to exactly len(scores) x mean.
+
+    The proportionality constant is the shadow price of the budget, found by bisection; the
+    rounding remainder goes to the largest fractional parts. Returns the sizes and the price."""
+    total = len(scores) * mean
+    scores = np.maximum(scores, 1e-12)
+
+    def sizes_at(price: float) -> np.ndarray:
+        return np.clip(scores / price, low, high)
+
+    lo, hi = 1e-12, float(scores.max()) / low * 1e6
+    for _ in range(200):  # the sum falls as the price rises
+        mid = (lo * hi) ** 0.5
+        lo, hi = (mid, hi) if sizes_at(mid).sum() > total else (lo, mid)
+    real = sizes_at(hi)
+    sizes = np.floor(real).astype(int)
+    for i in np.argsort(-(real - sizes), kind="stable"):  # hand out what rounding down left
+        if sizes.sum() >= total:
+            break
+        if sizes[i] < high:
+            sizes[i] += 1
+    return sizes.tolist(), hi
+
+
+@CONTROLLERS.register("gdro")
+class GroupDRO(Controller):
+    """Adversaries over online pass-rate classes pick prompts and move rollouts to hard classes at a fixed mean (GDRO).
+
+    Knobs: control.classes, prompt_game, rollout_game, candidates_per_prompt, eta, ema, explore,
+    min_group, max_group. Reports pipeline/control/weight/<class>, pipeline/control/group_size/<class>
+    and pipeline/control/shadow_price; classes are c0 (solved) .. c<K-1> (never right) and unseen.
+    """
+
+    Knobs = GDROKnobs
+
+    def __init__(self, cfg):
+        c = cfg.control
+        self.candidates_per_prompt = c.candidates_per_prompt if c.prompt_game else 1
+        super().__init__(cfg)
+        self.knobs = c
+        self.names = [f"c{k}" for k in range(c.classes)] + ["unseen"]
+        count = c.classes + 1
+        self.log_weights = np.zeros(count)  # the adversary's multiplicative weights, in logs
+        self.loss = np.full(count, 0.5)  # EMA share of wrong rollouts per class
+        self.pass_rate = np.full(count, 0.5)  # EMA pass rate per class, for its reward variance
+        self.rng = np.random.default_rng([cfg.seed, 0x6764726F])  # its own stream: the data order stays put
+        self.classes_of: dict[str, int] = {}  # the class each prompt of this step was drawn in
+        self.last: dict[str, float] = {}
+
+    @staticmethod
+    def check_config(cfg) -> None:
+        c, size = cfg.control, cfg.rollout.group_size
+        if c.rollout_game and not c.min_group <= size <= c.max_group:
+            raise ConfigError(
+                f"control: rollout.group_size {size} must lie within control.min_group {c.min_group} "
+                f"and control.max_group {c.max_group}, the mean the rollout game keeps"
+            )
+
+    def plan(self, ctx: StageContext) -> Budget:
+        self.classes_of = {}  # a new step: the classes its prompts are drawn in, over all its rounds
+        return self.budget
+
+    def class_of(self, ctx: StageContext, example: Example) -> int:
+        return difficulty_class(ctx.history, example, self.knobs.classes)
+
+    def sampling_probabilities(self, present: np.ndarray) -> np.ndarray:
+        """The prompt game's class distribution, over the classes present among the candidates."""
+        weights = np.exp(self.log_weights - self.log_weights.max()) * present
+        uniform = present / present.sum()
+        return (1 - self.knobs.explore) * weights / weights.sum() + self.knobs.explore * uniform
+
+    def select(self, ctx: StageContext, candidates: list[Example], count: int) -> list[Example]:
+        classes = [self.class_of(ctx, e) for e in candidates]
+        self.classes_of.update({PromptHistory.key(e): c for e, c in zip(candidates, classes)})
+        if not self.knobs.prompt_game:
+            return candidates[:count]
+        pools = {c: [i for i, k in enumerate(classes) if k == c] for c in set(classes)}
+        chosen = []
+        for _ in range(min(count, len(candidates))):
+            present = np.array([float(bool(pools.get(c))) for c in range(len(self.names))])
+            c = int(self.rng.choice(len(self.names), p=self.sampling_probabilities(present)))
+            chosen.append(pools[c].pop(int(self.rng.integers(len(pools[c])))))
+        self.last["pipeline/control/drawn_hard_share"] = float(
+            np.mean([classes[i] == self.knobs.classes - 1 for i in chosen])
+        )
+        return [candidates[i] for i in chosen]
+
+    def allocate(self, ctx: StageContext, examples: list[Example], budget: Budget) -> Budget:
+        if not self.knobs.rollout_game or not examples:
+            return budget
+        classes = np.array([self.class_of(ctx, e) for e in examples])
+        weights = np.exp(self.log_weights - self.log_weights.max())
+        rate = np.clip(self.pass_rate, self.knobs.pass_rate_clip, 1 - self.knobs.pass_rate_clip)
+        variance = rate * (1 - rate)
+        scores = np.sqrt(weights * variance)[classes]
+        sizes, price = fixed_mean_sizes(scores, budget.group_size, self.knobs.min_group, self.knobs.max_group)
+        self.last["pipeline/control/shadow_price"] = price
+        for k, name in enumerate(self.names):
+            if (classes == k).any():
+                self.last[f"pipeline/control/group_size/{name}"] = float(
+                    np.mean([s for s, c in zip(sizes, classes) if c == k])
+                )
+        return Budget(
+            prompts=budget.prompts,
+            group_size=budget.group_size,
+            max_new_tokens=budget.max_new_tokens,
+            group_sizes=tuple(sizes),
+            max_new_tokens_per_prompt=budget.max_new_tokens_per_prompt,
+            candidates=budget.candidates,
+        )
+
+    def observe(self, batch: RolloutBatch) -> None:
+        """One multiplicative-weights step per observed class, by its EMA loss against the mean."""
+        right = batch.group_reduce(batch.correct.float(), "mean").tolist()  # (P,)
+        by_class: dict[int, list[float]] = {}
+        for example, rate in zip(batch.examples, right):
+            c = self.classes_of.get(PromptHistory.key(example), self.knobs.classes)
+            by_class.setdefault(c, []).append(rate)
+        a = self.knobs.ema
+        for c, rates in by_class.items():
+            self.loss[c] = a * self.loss[c] + (1 - a) * (1 - float(np.mean(rates)))
+            self.pass_rate[c] = a * self.pass_rate[c] + (1 - a) * float(np.mean(rates))
+        observed = sorted(by_class)
+        self.log_weights[observed] += self.knobs.eta * (self.loss[observed] - self.loss.mean())
+        self.log_weights -= self.log_weights.max()  # keep them bounded; only ratios matter
+        for k, name in enumerate(self.names):
+            self.last[f"pipeline/control/weight/{name}"] = float(
+                np.exp(self.log_weights[k]) / np.exp(self.log_weights).sum()
+            )
+
+    def metrics(self) -> dict[str, float]:
+        return dict(self.last)
