@@ -387,6 +387,11 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
         "to the hard classes at a fixed mean group size (Prompt- and Rollout-GDRO).",
         {"control": {"name": "gdro"}},
     ),
+    "d3s": (
+        "GRPO trained on each group's max-advantage-variance rollouts and their highest |A| x entropy tokens, "
+        "a share that relaxes to everything over 200 steps (D3S).",
+        {"advantage": {"name": "d3s"}},
+    ),
     "vade": (
         "GRPO on the prompts with the largest Thompson-sampled reward variance, from a Beta posterior decayed per step "
         "and per visit (VADE).",

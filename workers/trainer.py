@@ -338,11 +338,12 @@ class Trainer:
         out = self.stages.advantage(batch)
         kept_by_filter = batch.in_loss if batch.in_loss is not None else torch.ones_like(out.in_loss)
         batch.advantages, batch.in_loss = out.advantages, out.in_loss & kept_by_filter
+        batch.token_mask = out.token_mask
         for row, (value, estimator_keeps, filter_keeps) in enumerate(
             zip(batch.sample_advantages().tolist(), out.in_loss.tolist(), kept_by_filter.tolist())
         ):
             if not estimator_keeps:
-                batch.notes[row]["advantage"] = "pivot: left out of the loss"
+                batch.notes[row]["advantage"] = f"{out.left_out}: left out of the loss"
             elif not filter_keeps:
                 batch.notes[row]["advantage"] = f"{value:+.3f}, left out of the loss by the filter"
             else:
@@ -408,6 +409,8 @@ class Trainer:
             prompt_mask[i, width - len(p) :] = 1
         take = lambda x: x[rows.to(x.device)].to(device)  # noqa: E731  (rewards live on the CPU, tokens may not)
         mask = take(batch.mask)  # (B, T)
+        if batch.token_mask is not None:  # the advantage stage keeps only some tokens in the loss
+            mask = mask * take(batch.token_mask).to(mask.dtype)
         attention = torch.cat([prompt_mask.to(device), mask.long()], dim=1)  # (B, L+T)
         inputs = {
             "input_ids": torch.cat([prompt_ids.to(device), take(batch.tokens)], dim=1),  # (B, L+T)

@@ -69,7 +69,7 @@ def test_negative_learning_rate_is_rejected():
 
 
 def test_unknown_stage_component_lists_the_valid_names():
-    with pytest.raises(ConfigError, match=r"unknown advantage estimator 'mean'; valid: group-mean, group-median"):
+    with pytest.raises(ConfigError, match=r"unknown advantage estimator 'mean'; valid: .*group-mean, group-median"):
         resolve({"advantage": {"name": "mean"}})
 
 
@@ -173,10 +173,12 @@ def test_choosing_another_component_than_the_preset_drops_the_preset_knobs_of_th
 def test_an_unknown_component_lists_the_valid_ones():
     with pytest.raises(ConfigError) as err:
         resolve({"advantage": {"name": "median-ish"}})
+    from workers.pipeline.advantage import ADVANTAGES
+
     assert err.value.fields == {
-        "advantage.name": "unknown advantage estimator 'median-ish'; "
-        "valid: group-mean, group-median, leave-one-out, xrpo"
+        "advantage.name": f"unknown advantage estimator 'median-ish'; valid: {', '.join(ADVANTAGES.names())}"
     }
+    assert "group-mean, group-median, leave-one-out" in err.value.fields["advantage.name"]
 
 
 def test_the_schema_shows_each_stage_as_a_choice_of_components():

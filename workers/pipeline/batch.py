@@ -46,6 +46,7 @@ class RolloutBatch:
     advantages: torch.Tensor | None = None  # (N,) per sample, or (N, T) per token
     in_loss: torch.Tensor | None = None  # (N,) bool: may carry gradient (set by the filter, narrowed by the advantage)
     notes: list[dict[str, str]] = field(default_factory=list)  # N: what each stage did to the sample
+    token_mask: torch.Tensor | None = None  # (N, T) bool: tokens that may carry gradient (set by the advantage)
     decoded_tokens: float | None = None  # tokens the sampler decoded for this batch, if not its completions' lengths
 
     @property
@@ -179,6 +180,7 @@ class RolloutBatch:
             correct=pick(self.correct),
             advantages=pick(self.advantages),
             in_loss=pick(self.in_loss),
+            token_mask=pick(self.token_mask),
             notes=[dict(self.notes[r]) for r in rows.tolist()],
         )
 

@@ -143,6 +143,8 @@ class AdvantageOutput:
     advantages: torch.Tensor  # (N,) per sample, or (N, T) per token
     in_loss: torch.Tensor  # (N,) bool: the estimator lets the sample carry gradient
     stats: dict[str, float] = field(default_factory=dict)  # what the estimator did: pipeline/advantage/...
+    token_mask: torch.Tensor | None = None  # (N, T) bool: the tokens that may carry gradient (None: all of them)
+    left_out: str = "pivot"  # why the estimator leaves samples out of the loss, for the sample inspector
 
 
 class AdvantageStage(Protocol):

@@ -144,4 +144,4 @@ class GroupMedian(GroupEstimator):
         return self.normalize(rewards - median, rewards).scatter(-1, pivot, 0.0), in_loss
 
 
-from workers.pipeline.advantage import xrpo  # noqa: E402, F401  (registration)
+from workers.pipeline.advantage import d3s, xrpo  # noqa: E402, F401  (registration)
