@@ -392,6 +392,11 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
         "a share that relaxes to everything over 200 steps (D3S).",
         {"advantage": {"name": "d3s"}},
     ),
+    "rorecomp": (
+        "GRPO that trains each group's short-correct and long-incorrect completions first and replays the rest "
+        "every second step (RoRecomp).",
+        {"replay": {"name": "rorecomp"}},
+    ),
     "vade": (
         "GRPO on the prompts with the largest Thompson-sampled reward variance, from a Beta posterior decayed per step "
         "and per visit (VADE).",

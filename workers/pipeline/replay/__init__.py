@@ -24,3 +24,6 @@ class NoReplay:
 
     def store(self, batch: RolloutBatch, step: int) -> None:
         pass
+
+
+from workers.pipeline.replay import rorecomp  # noqa: E402, F401  (registration)

@@ -1,0 +1,17 @@
+"""RoRecomp against GRPO on the tiny testbed, 3 seeds each, the same rollout budget (docs/methods/rorecomp.md).
+
+python examples/sweep_rorecomp.py  # 6 runs (the grpo ones shared with the other method sweeps)
+"""
+
+from pathlib import Path
+
+from _sweep import main
+
+BASE = Path(__file__).with_name("preset-corrections.yaml")
+VARIANTS = {
+    "grpo": (["method=grpo"], "completions/mean_length"),
+    "rorecomp": (["method=rorecomp"], "completions/mean_length"),
+}
+
+if __name__ == "__main__":
+    main(BASE, VARIANTS, "runs/sweep-methods")
