@@ -397,6 +397,15 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
         "every second step (RoRecomp).",
         {"replay": {"name": "rorecomp"}},
     ),
+    "dots": (
+        "GRPO on the prompts of moderate adaptive difficulty, estimated by attention over last step's measured "
+        "prompts, with 48 fresh and 16 replayed recent groups a step (DOTS + rollout replay).",
+        {
+            "control": {"name": "dots"},
+            "replay": {"name": "rollout-replay", "groups": 16},
+            "rollout": {"prompts_per_step": 48},
+        },
+    ),
     "vade": (
         "GRPO on the prompts with the largest Thompson-sampled reward variance, from a Beta posterior decayed per step "
         "and per visit (VADE).",

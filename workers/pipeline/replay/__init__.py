@@ -26,4 +26,4 @@ class NoReplay:
         pass
 
 
-from workers.pipeline.replay import rorecomp  # noqa: E402, F401  (registration)
+from workers.pipeline.replay import rollout_replay, rorecomp  # noqa: E402, F401  (registration)
