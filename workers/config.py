@@ -406,6 +406,11 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
             "rollout": {"prompts_per_step": 48},
         },
     ),
+    "duet": (
+        "GRPO whose rollouts per prompt follow a posterior surrogate of its reward spread at a fixed total, and "
+        "whose rollouts still running at 75% of the length limit are aborted, survivors reweighted (DUET).",
+        {"control": {"name": "duet"}},
+    ),
     "vade": (
         "GRPO on the prompts with the largest Thompson-sampled reward variance, from a Beta posterior decayed per step "
         "and per visit (VADE).",

@@ -339,6 +339,9 @@ class Trainer:
         kept_by_filter = batch.in_loss if batch.in_loss is not None else torch.ones_like(out.in_loss)
         batch.advantages, batch.in_loss = out.advantages, out.in_loss & kept_by_filter
         batch.token_mask = out.token_mask
+        if batch.weights is not None:  # importance weights of the samples' losses (e.g. survivors of an abort)
+            weights = batch.weights.to(batch.advantages.device)
+            batch.advantages = batch.advantages * (weights if batch.advantages.dim() == 1 else weights[:, None])
         for row, (value, estimator_keeps, filter_keeps) in enumerate(
             zip(batch.sample_advantages().tolist(), out.in_loss.tolist(), kept_by_filter.tolist())
         ):

@@ -46,6 +46,7 @@ class RolloutBatch:
     advantages: torch.Tensor | None = None  # (N,) per sample, or (N, T) per token
     in_loss: torch.Tensor | None = None  # (N,) bool: may carry gradient (set by the filter, narrowed by the advantage)
     notes: list[dict[str, str]] = field(default_factory=list)  # N: what each stage did to the sample
+    weights: torch.Tensor | None = None  # (N,) importance weight of each sample's loss (None: all 1)
     token_mask: torch.Tensor | None = None  # (N, T) bool: tokens that may carry gradient (set by the advantage)
     decoded_tokens: float | None = None  # tokens the sampler decoded for this batch, if not its completions' lengths
 
@@ -181,6 +182,7 @@ class RolloutBatch:
             advantages=pick(self.advantages),
             in_loss=pick(self.in_loss),
             token_mask=pick(self.token_mask),
+            weights=pick(self.weights),
             notes=[dict(self.notes[r]) for r in rows.tolist()],
         )
 
@@ -213,6 +215,11 @@ class RolloutBatch:
             correct=cat([b.correct for b in batches]),
             advantages=cat(advantages),
             in_loss=cat([b.in_loss for b in batches]),
+            weights=(
+                None
+                if all(b.weights is None for b in batches)
+                else torch.cat([torch.ones(b.num_samples) if b.weights is None else b.weights for b in batches])
+            ),
             notes=[n for b in batches for n in b.notes],
             decoded_tokens=(
                 None if all(b.decoded_tokens is None for b in batches) else sum(b.decoded for b in batches)

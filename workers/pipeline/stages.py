@@ -33,6 +33,9 @@ class Budget:
     group_sizes: tuple[int, ...] = ()
     max_new_tokens_per_prompt: tuple[int, ...] = ()
     candidates: int = 0  # prompts drawn for the control stage to choose `prompts` from (0: just `prompts`)
+    # when the generation may cut rows short (workers.rollout.StopRule); a cut row is aborted:
+    # dropped from its group, whose remaining rows are reweighted (see generate.sample_groups)
+    stop: object | None = None
 
     def candidates_for(self, prompts: int) -> int:
         """Candidates to draw when `prompts` prompts are still wanted: the same ratio as the plan's."""

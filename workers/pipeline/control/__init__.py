@@ -67,4 +67,4 @@ class FixedBudget(Controller):
     """The same budget every step: rollout.prompts_per_step x rollout.group_size, rollout.max_new_tokens."""
 
 
-from workers.pipeline.control import dars, dots, gdro, mopps, siri, vade, xrpo  # noqa: E402, F401  (registration)
+from workers.pipeline.control import dars, dots, duet, gdro, mopps, siri, vade, xrpo  # noqa: E402, F401  (registration)

@@ -27,6 +27,7 @@ from workers.errors import ConfigError
 from workers.knobs import Knobs
 from workers.pipeline.batch import RolloutBatch
 from workers.pipeline.control import CONTROLLERS, Controller
+from workers.pipeline.control.budgeting import fixed_mean_sizes
 from workers.pipeline.history import PromptHistory
 from workers.pipeline.stages import Budget, StageContext
 from workers.tasks import Example
@@ -66,31 +67,6 @@ def difficulty_class(history: PromptHistory, example: Example, classes: int) -> 
     if stats is None:
         return classes
     return min(classes - 1, int((1.0 - stats.last_pass_rate) * classes))
-
-
-def fixed_mean_sizes(scores: np.ndarray, mean: int, low: int, high: int) -> tuple[list[int], float]:
-    """Integer group sizes proportional to `scores` (P,), each in [low, high], summing to exactly len(scores) x mean.
-
-    The proportionality constant is the shadow price of the budget, found by bisection; the
-    rounding remainder goes to the largest fractional parts. Returns the sizes and the price."""
-    total = len(scores) * mean
-    scores = np.maximum(scores, 1e-12)
-
-    def sizes_at(price: float) -> np.ndarray:
-        return np.clip(scores / price, low, high)
-
-    lo, hi = 1e-12, float(scores.max()) / low * 1e6
-    for _ in range(200):  # the sum falls as the price rises
-        mid = (lo * hi) ** 0.5
-        lo, hi = (mid, hi) if sizes_at(mid).sum() > total else (lo, mid)
-    real = sizes_at(hi)
-    sizes = np.floor(real).astype(int)
-    for i in np.argsort(-(real - sizes), kind="stable"):  # hand out what rounding down left
-        if sizes.sum() >= total:
-            break
-        if sizes[i] < high:
-            sizes[i] += 1
-    return sizes.tolist(), hi
 
 
 @CONTROLLERS.register("gdro")

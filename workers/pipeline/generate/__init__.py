@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import torch
+
 from workers.knobs import Knobs
 from workers.pipeline.batch import RolloutBatch
 from workers.pipeline.stages import Budget, StageContext
@@ -18,9 +20,13 @@ def sample_groups(ctx: StageContext, examples: list[Example], budget: Budget, ex
     prompt_ids = [ctx.policy.encode_prompt(e.prompt) for e in examples]
     sizes = [size + extra for size in budget.sizes(len(examples))]
     params = SamplingParams(budget.max_new_tokens, ctx.temperature, ctx.top_p, ctx.top_k)
-    out = ctx.backend.generate(prompt_ids, sizes, params, ctx.generator, limits=budget.limits(len(examples)))
+    limits = budget.limits(len(examples))
+    if budget.stop is None:
+        out = ctx.backend.generate(prompt_ids, sizes, params, ctx.generator, limits=limits)
+    else:
+        out = ctx.backend.generate(prompt_ids, sizes, params, ctx.generator, limits=limits, stop=budget.stop)
     texts = ctx.policy.decode_completions(out)
-    return RolloutBatch(
+    batch = RolloutBatch(
         examples=list(examples),
         group_sizes=sizes,
         prompt_ids=prompt_ids,
@@ -32,6 +38,29 @@ def sample_groups(ctx: StageContext, examples: list[Example], budget: Budget, ex
         born_step=ctx.step,
         notes=[{} for _ in texts],
     )
+    return drop_aborted(batch, out.stopped.cpu()) if budget.stop is not None else batch
+
+
+def drop_aborted(batch: RolloutBatch, aborted: torch.Tensor) -> RolloutBatch:
+    """The batch without the rows a stop rule aborted; each group's survivors carry weight n / survivors.
+
+    An aborted row has no verdict (it never finished), so it leaves both the baseline and the loss;
+    the survivors of a group of n stand in for all n, so the group keeps its share of the loss
+    (importance reweighting). A stop rule must leave every group at least one row."""
+    keep = (~aborted).tolist()
+    rows, sizes, weights = [], [], []
+    for g, size in enumerate(batch.group_sizes):
+        survivors = [r for r in range(batch.offsets[g], batch.offsets[g + 1]) if keep[r]]
+        rows += survivors
+        sizes.append(len(survivors))
+        weights += [size / len(survivors)] * len(survivors)
+    out = batch.take_rows(rows, batch.examples, sizes, batch.prompt_ids)
+    out.weights = torch.tensor(weights)
+    for g, size in enumerate(batch.group_sizes):
+        if sizes[g] < size:
+            out.note("abort", f"{size - sizes[g]} of {size} aborted; survivors weighted {size / sizes[g]:.2f}", [g])
+    out.decoded_tokens = float(batch.lengths.sum())  # the aborted rows' tokens were decoded too
+    return out
 
 
 @GENERATORS.register("iid")

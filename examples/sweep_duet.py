@@ -1,0 +1,17 @@
+"""DUET against GRPO on the tiny testbed, 3 seeds each, the same rollout budget (docs/methods/duet.md).
+
+python examples/sweep_duet.py      # 6 runs (the grpo ones shared with the other method sweeps)
+"""
+
+from pathlib import Path
+
+from _sweep import main
+
+BASE = Path(__file__).with_name("preset-corrections.yaml")
+VARIANTS = {
+    "grpo": (["method=grpo"], "completions/mean_length"),
+    "duet": (["method=duet"], "completions/mean_length"),
+}
+
+if __name__ == "__main__":
+    main(BASE, VARIANTS, "runs/sweep-methods")
