@@ -1,7 +1,7 @@
 """`gdro`: adversaries over online difficulty classes pick the prompts and move rollouts between classes.
 
-Multi-Adversary Group DRO for LLM reasoning (2025; the seed list, "Group Distributionally
-Robust Optimization-Driven Reinforcement Learning for LLM Reasoning"). Prompts are put into
+Multi-Adversary Group DRO for LLM reasoning (Panaganti et al. 2026, "Group Distributionally
+Robust Optimization-Driven Reinforcement Learning for LLM Reasoning", arXiv 2601.19280). Prompts are put into
 difficulty classes online, from their pass rate in the run's prompt history (the paper's online
 pass@k classifier; unseen prompts form a class of their own). Two independent games play on
 these classes, each with its own adversary:
