@@ -411,6 +411,11 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
         "whose rollouts still running at 75% of the length limit are aborted, survivors reweighted (DUET).",
         {"control": {"name": "duet"}},
     ),
+    "arrol": (
+        "GRPO that starts 2x the rollouts, and after 2 tokens prunes each group to G correctness-balanced "
+        "ones by a success head trained online on the policy's hidden states (arrol).",
+        {"generate": {"name": "arrol"}},
+    ),
     "vade": (
         "GRPO on the prompts with the largest Thompson-sampled reward variance, from a Beta posterior decayed per step "
         "and per visit (VADE).",

@@ -270,7 +270,10 @@ class Trainer:
             self.check_stop()
         everything = RolloutBatch.concat(generated)
         self.history.update(everything, step)
-        self.stages.control.observe(everything)
+        for component in vars(self.stages).values():  # every stage that learns from the scored step
+            observe = getattr(component, "observe", None)
+            if callable(observe):
+                observe(everything)
         self.counters["counters/rollout_tokens"] += everything.decoded
         self.counters["counters/samples"] += everything.num_samples
         batch = RolloutBatch.concat(kept)
