@@ -416,6 +416,11 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
         "ones by a success head trained online on the policy's hidden states (arrol).",
         {"generate": {"name": "arrol"}},
     ),
+    "latr": (
+        "GRPO whose groups grow as trees: branch where another token is likely, look 2 tokens ahead, prune "
+        "branches that stay alike (LATR).",
+        {"generate": {"name": "latr"}},
+    ),
     "vade": (
         "GRPO on the prompts with the largest Thompson-sampled reward variance, from a Beta posterior decayed per step "
         "and per visit (VADE).",

@@ -519,6 +519,9 @@ class Trainer:
             ),
             "groups/frac_all_correct": float((gen.group_reduce(correct, "amin") == 1).float().mean()),
             "groups/frac_all_wrong": float((gen.group_reduce(correct, "amax") == 0).float().mean()),
+            "groups/distinct_completions": float(
+                np.mean([len(set(gen.texts[a:b])) / (b - a) for a, b in zip(gen.offsets, gen.offsets[1:])])
+            ),
             "completions/mean_length": float(lengths.float().mean()),
             "completions/max_length": float(lengths.max()),
             "completions/clipped_ratio": float(gen.truncated.float().mean()),

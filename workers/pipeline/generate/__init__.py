@@ -103,4 +103,4 @@ class PivotGroups:
         return batch
 
 
-from workers.pipeline.generate import april, arrol  # noqa: E402, F401  (registration)
+from workers.pipeline.generate import april, arrol, latr  # noqa: E402, F401  (registration)
