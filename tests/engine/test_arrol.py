@@ -30,7 +30,7 @@ def test_the_head_learns_a_separable_signal_from_the_scored_survivors():
     g = torch.Generator().manual_seed(0)
     direction = torch.randn(16, generator=g)
     accuracies = []
-    for _ in range(6):
+    for _ in range(10):
         x = torch.randn(64, 16, generator=g)
         correct = (x @ direction > 0).tolist()
         arrol.features = [x]

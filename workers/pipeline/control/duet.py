@@ -20,6 +20,8 @@ budget along both of its dimensions at once:
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import torch
 from pydantic import Field
@@ -95,15 +97,7 @@ class DualTokenAllocation(Controller):
         self.last["pipeline/control/surrogate_std"] = float(spread.mean())
         self.last["pipeline/control/largest_group"] = float(max(sizes))
         limits = budget.limits(len(examples))
-        return Budget(
-            prompts=budget.prompts,
-            group_size=budget.group_size,
-            max_new_tokens=budget.max_new_tokens,
-            group_sizes=tuple(sizes),
-            max_new_tokens_per_prompt=budget.max_new_tokens_per_prompt,
-            candidates=budget.candidates,
-            stop=StopRule(abort=self.abort_rule(ctx, sizes, limits)),
-        )
+        return replace(budget, group_sizes=tuple(sizes), stop=StopRule(abort=self.abort_rule(ctx, sizes, limits)))
 
     def abort_rule(self, ctx: StageContext, sizes: list[int], limits: list[int]):
         """The abort predicate for rows of groups `sizes` with length limits `limits` (one per group)."""

@@ -20,6 +20,8 @@ these classes, each with its own adversary:
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from pydantic import Field
 
@@ -147,14 +149,7 @@ class GroupDRO(Controller):
                 self.last[f"pipeline/control/group_size/{name}"] = float(
                     np.mean([s for s, c in zip(sizes, classes) if c == k])
                 )
-        return Budget(
-            prompts=budget.prompts,
-            group_size=budget.group_size,
-            max_new_tokens=budget.max_new_tokens,
-            group_sizes=tuple(sizes),
-            max_new_tokens_per_prompt=budget.max_new_tokens_per_prompt,
-            candidates=budget.candidates,
-        )
+        return replace(budget, group_sizes=tuple(sizes))
 
     def observe(self, batch: RolloutBatch) -> None:
         """One multiplicative-weights step per observed class, by its EMA loss against the mean."""

@@ -8,7 +8,7 @@ from workers.knobs import Knobs
 from workers.pipeline.batch import RolloutBatch
 from workers.pipeline.stages import Budget, StageContext
 from workers.registry import Registry
-from workers.rollout import SamplingParams
+from workers.rollout import Generations, SamplingParams
 from workers.tasks import Example
 
 GENERATORS: Registry[type] = Registry("generate component")
@@ -25,10 +25,18 @@ def sample_groups(ctx: StageContext, examples: list[Example], budget: Budget, ex
         out = ctx.backend.generate(prompt_ids, sizes, params, ctx.generator, limits=limits)
     else:
         out = ctx.backend.generate(prompt_ids, sizes, params, ctx.generator, limits=limits, stop=budget.stop)
+    batch = decoded_batch(ctx, examples, sizes, prompt_ids, out)
+    return drop_aborted(batch, out.stopped.cpu()) if budget.stop is not None else batch
+
+
+def decoded_batch(
+    ctx: StageContext, examples: list[Example], sizes: list[int], prompt_ids: list[list[int]], out: Generations
+) -> RolloutBatch:
+    """A RolloutBatch of the backend's generations, decoded, one group of `sizes[g]` rows per example."""
     texts = ctx.policy.decode_completions(out)
-    batch = RolloutBatch(
+    return RolloutBatch(
         examples=list(examples),
-        group_sizes=sizes,
+        group_sizes=list(sizes),
         prompt_ids=prompt_ids,
         tokens=out.tokens,
         logprobs=out.logprobs,
@@ -38,7 +46,6 @@ def sample_groups(ctx: StageContext, examples: list[Example], budget: Budget, ex
         born_step=ctx.step,
         notes=[{} for _ in texts],
     )
-    return drop_aborted(batch, out.stopped.cpu()) if budget.stop is not None else batch
 
 
 def drop_aborted(batch: RolloutBatch, aborted: torch.Tensor) -> RolloutBatch:

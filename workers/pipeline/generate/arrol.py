@@ -24,7 +24,7 @@ from pydantic import Field
 
 from workers.knobs import Knobs
 from workers.pipeline.batch import RolloutBatch
-from workers.pipeline.generate import GENERATORS
+from workers.pipeline.generate import GENERATORS, decoded_batch
 from workers.pipeline.stages import Budget, StageContext
 from workers.rollout import Partial, SamplingParams, StopRule
 from workers.tasks import Example
@@ -65,6 +65,7 @@ class OnlineRolloutPruning:
         self.head: torch.nn.Linear | None = None  # built at the first hidden state it sees
         self.optimizer = None
         self.trained = 0  # steps the head has trained
+        self.seed = cfg.seed
         self.rng = np.random.default_rng([cfg.seed, 0x6172726F])  # its own stream: sampling stays put
         self.features: list[torch.Tensor | None] = []  # per round of the step: (survivors, C) states at the check
         self.last: dict[str, float] = {}
@@ -113,19 +114,7 @@ class OnlineRolloutPruning:
             self.features.append(None)
         else:
             self.features.append(decision["hidden"][survivors])
-        texts = ctx.policy.decode_completions(out)
-        full = RolloutBatch(
-            examples=list(examples),
-            group_sizes=started,
-            prompt_ids=prompt_ids,
-            tokens=out.tokens,
-            logprobs=out.logprobs,
-            mask=out.mask,
-            truncated=out.truncated,
-            texts=texts,
-            born_step=ctx.step,
-            notes=[{} for _ in texts],
-        )
+        full = decoded_batch(ctx, examples, started, prompt_ids, out)
         batch = full.take_rows(survivors, full.examples, list(keep), full.prompt_ids)
         batch.decoded_tokens = float(full.lengths.sum())  # the pruned rollouts' tokens were decoded too
         batch.note("generate", f"kept after the check at {self.check_at} tokens")
@@ -148,7 +137,9 @@ class OnlineRolloutPruning:
         if len(x) != len(y):
             return
         if self.head is None:
-            self.head = torch.nn.Linear(x.shape[1], 1)
+            with torch.random.fork_rng():  # its own initial weights: the run's global stream stays put
+                torch.manual_seed(self.seed)
+                self.head = torch.nn.Linear(x.shape[1], 1)
             self.optimizer = torch.optim.Adam(self.head.parameters(), lr=self.head_lr)
         with torch.no_grad():
             self.last["pipeline/generate/head_accuracy"] = float(

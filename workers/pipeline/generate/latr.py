@@ -32,7 +32,7 @@ from pydantic import Field
 
 from workers.knobs import Knobs
 from workers.pipeline.batch import RolloutBatch
-from workers.pipeline.generate import GENERATORS, sample_groups
+from workers.pipeline.generate import GENERATORS, decoded_batch, sample_groups
 from workers.pipeline.stages import Budget, StageContext
 from workers.rollout import Generations
 from workers.rollout.hf import left_pad, restrict
@@ -174,18 +174,9 @@ class LookaheadTreeRollouts:
         truncated = torch.tensor([b.truncated for b in ordered], dtype=torch.bool)
         out = Generations(tokens.to(device), logprobs.to(device), mask.to(device), truncated.to(device))
         grown = [sum(b.group == g for b in ordered) for g in range(len(examples))]
-        return RolloutBatch(
-            examples=list(examples),
-            group_sizes=grown,
-            prompt_ids=prompts,
-            tokens=out.tokens,
-            logprobs=out.logprobs,
-            mask=out.mask,
-            truncated=out.truncated,
-            texts=ctx.policy.decode_completions(out),
-            born_step=ctx.step,
-            notes=[{"generate": "tree leaf"} for _ in ordered],
-        )
+        batch = decoded_batch(ctx, examples, grown, prompts, out)
+        batch.note("generate", "tree leaf")
+        return batch
 
     @staticmethod
     def top_up(ctx, examples, budget: Budget, batch: RolloutBatch, short: dict[int, int]) -> RolloutBatch:
