@@ -26,10 +26,9 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from workers.errors import ConfigError
 from workers.knobs import Knobs
 from workers.pipeline.control import CONTROLLERS, Controller
-from workers.pipeline.control.budgeting import fixed_mean_sizes
+from workers.pipeline.control.budgeting import check_mean_within_bounds, fixed_mean_sizes
 from workers.pipeline.stages import Budget, StageContext
 from workers.rollout import Partial, StopRule
 from workers.tasks import Example
@@ -69,12 +68,7 @@ class DualTokenAllocation(Controller):
 
     @staticmethod
     def check_config(cfg) -> None:
-        c, size = cfg.control, cfg.rollout.group_size
-        if not c.min_group <= size <= c.max_group:
-            raise ConfigError(
-                f"control: rollout.group_size {size} must lie within control.min_group {c.min_group} "
-                f"and control.max_group {c.max_group}, the mean DUET keeps"
-            )
+        check_mean_within_bounds(cfg, "DUET")
 
     def plan(self, ctx: StageContext) -> Budget:
         self.last = {"pipeline/control/aborted": 0.0}

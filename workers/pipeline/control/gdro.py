@@ -25,11 +25,10 @@ from dataclasses import replace
 import numpy as np
 from pydantic import Field
 
-from workers.errors import ConfigError
 from workers.knobs import Knobs
 from workers.pipeline.batch import RolloutBatch
 from workers.pipeline.control import CONTROLLERS, Controller
-from workers.pipeline.control.budgeting import fixed_mean_sizes
+from workers.pipeline.control.budgeting import check_mean_within_bounds, fixed_mean_sizes
 from workers.pipeline.history import PromptHistory
 from workers.pipeline.stages import Budget, StageContext
 from workers.tasks import Example
@@ -98,12 +97,8 @@ class GroupDRO(Controller):
 
     @staticmethod
     def check_config(cfg) -> None:
-        c, size = cfg.control, cfg.rollout.group_size
-        if c.rollout_game and not c.min_group <= size <= c.max_group:
-            raise ConfigError(
-                f"control: rollout.group_size {size} must lie within control.min_group {c.min_group} "
-                f"and control.max_group {c.max_group}, the mean the rollout game keeps"
-            )
+        if cfg.control.rollout_game:
+            check_mean_within_bounds(cfg, "the rollout game")
 
     def plan(self, ctx: StageContext) -> Budget:
         self.classes_of = {}  # a new step: the classes its prompts are drawn in, over all its rounds
