@@ -8,7 +8,11 @@ run = make_run("series")
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -25,12 +29,20 @@ def fresh_database(name: str) -> str:
     return f"{SERVER}/{name}"
 
 
+def bench_signing_key() -> str:
+    """A throwaway Ed25519 key (base64 of 32 random bytes): benchmarks sign nothing that leaves them."""
+    import base64
+
+    return base64.b64encode(os.urandom(32)).decode()
+
+
 def setup_django(database: str) -> dict[str, str]:
     """Point Django at a fresh database and migrate it; returns the environment a server process needs."""
     env = {
         "DATABASE_URL": fresh_database(database),
         "REDIS_URL": REDIS,
         "SECRET_KEY": "bench",
+        "BUNDLE_SIGNING_KEY": os.environ.get("BUNDLE_SIGNING_KEY") or bench_signing_key(),
         "DJANGO_SETTINGS_MODULE": "rolloutlab.settings",
         "ALLOWED_HOSTS": "127.0.0.1,localhost,testserver",
     }
@@ -48,8 +60,28 @@ def setup_django(database: str) -> dict[str, str]:
 def make_run(name: str, state: str = "running"):
     from django.contrib.auth import get_user_model
 
-    from rolloutlab.runs.models import Project, Run
+    from rolloutlab.accounts.access import project_for_launch
+    from rolloutlab.runs.models import Run
 
     user, _ = get_user_model().objects.get_or_create(username="bench")
-    project, _ = Project.objects.get_or_create(name="bench", defaults={"owner": user})
+    project = project_for_launch(user, "bench")  # in the user's own team, as a launch from the browser makes it
     return Run.objects.create(project=project, name=name, owner=user, config={}, config_hash="0" * 64, state=state)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(env: dict, port: int) -> subprocess.Popen:
+    command = [sys.executable, "-m", "daphne", "-p", str(port), "rolloutlab.asgi:application"]
+    server = subprocess.Popen(command, cwd=REPO, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=1)
+            return server
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError("daphne did not start")

@@ -18,36 +18,15 @@ import asyncio
 import json
 import os
 import signal
-import socket
-import subprocess
 import sys
 import threading
 import time
 import urllib.request
 
 import numpy as np
-from _platform import REPO, make_run, setup_django
+from _platform import free_port, make_run, setup_django, start_server
 
 CLIENTS, STEPS, STEP_S = 20, 300, 0.05
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(env: dict, port: int) -> subprocess.Popen:
-    command = [sys.executable, "-m", "daphne", "-p", str(port), "rolloutlab.asgi:application"]
-    server = subprocess.Popen(command, cwd=REPO, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
-    for _ in range(300):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=1)
-            return server
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError("daphne did not start")
 
 
 async def watch(url: str, cookie: str, origin: str, arrivals: list, ready: asyncio.Event, done: asyncio.Event):

@@ -28,7 +28,7 @@ import sys, copy, tempfile, numpy as np
 from trl import GRPOConfig, GRPOTrainer
 from datasets import Dataset
 from workers.config import load_config
-from workers.models import load_policy
+from workers.models.policy import load_policy
 from workers.tasks import build_task
 import torch
 cfg = load_config(sys.argv[1], sys.argv[3:])

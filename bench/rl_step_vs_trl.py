@@ -8,7 +8,7 @@ The first steps of each are warm-up and not counted.
 
     python bench/rl_step_vs_trl.py [--steps 30]
 
-Needs the bench extra (pip install -e '.[bench]'): TRL is a benchmark-only dependency.
+Needs the dev extra (pip install -e '.[dev]'), which brings TRL for the TRL integration's tests.
 Last line: {"bench": "rl_step_vs_trl", "ours": s, "peer": s, "unit": "s/step", "ratio": ours/peer}
 """
 

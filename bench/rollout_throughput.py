@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def build_policy(spec: str, device: torch.device, dtype: str):
     from workers.config import load_config
-    from workers.models import DTYPES, Policy, load_policy
+    from workers.models.policy import DTYPES, Policy, load_policy
     from workers.models.tiny import char_tokenizer, tiny_network
     from workers.tasks import build_task
 

@@ -68,3 +68,10 @@ def bob(django_user_model):
 def alice_client(client, alice):
     client.force_login(alice)
     return client
+
+
+def project_of(user, name: str = "p"):
+    """A project in the user's own team (made if they have none), as a launch from the browser would make."""
+    from rolloutlab.accounts.access import project_for_launch
+
+    return project_for_launch(user, name)

@@ -10,7 +10,9 @@ system's `postgres` and `redis-server` binaries under .cache/services/.
 from __future__ import annotations
 
 import atexit
+import base64
 import glob
+import hashlib
 import os
 import shutil
 import socket
@@ -20,6 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 STATE = ROOT / ".cache" / "services"
+TEST_SIGNING_KEY = base64.b64encode(hashlib.sha256(b"rollout lab tests only").digest()).decode()
 
 
 def answers(host: str, port: int) -> bool:
@@ -94,6 +97,8 @@ def ensure_services() -> None:
     os.environ.setdefault("ROLLOUTLAB_CACHE", str(ROOT / ".cache" / "rolloutlab"))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rolloutlab.settings")
     os.environ.setdefault("SECRET_KEY", "tests-only-secret")
+    # this test deployment's bundle signing key (Ed25519, the base64 of 32 bytes): fixed, and for tests only
+    os.environ.setdefault("BUNDLE_SIGNING_KEY", TEST_SIGNING_KEY)
     # fast heartbeats, so that a killed worker's run is declared lost within seconds
     os.environ.setdefault("HEARTBEAT_INTERVAL_S", "1")
     os.environ.setdefault("HEARTBEAT_TIMEOUT_S", "6")

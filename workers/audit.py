@@ -58,7 +58,7 @@ def flatten(node, prefix: str = "") -> dict[str, object]:
 # Which fields of the record (repro.capture_environment) belong to which heading.
 CATEGORIES = {
     "config": ["config", "config_hash", "seeds"],
-    "code": ["code.revision", "code.dirty", "code.diff_sha256"],
+    "code": ["code.revision", "code.dirty", "code.diff_sha256", "code.diff_redactions"],
     "packages": ["packages"],
     "hardware": ["python", "torch", "gpu", "cpu", "host", "platform", "env", "determinism"],
     "data": ["dataset_fingerprint", "data_stream"],

@@ -1,12 +1,14 @@
 """The command line: `python -m workers run|methods|schema|validate`.
 
     python -m workers run examples/grpo-arith.yaml --out runs/demo --set seed=7
-    python -m workers methods          # the method presets, one line each
+    python -m workers methods          # the method presets, one line each, and knobs their schedule leaves inert
+    python -m workers methods --set schedule.updates_per_batch=2   # ... under another schedule
     python -m workers schema           # RunConfig's JSON Schema
     python -m workers validate CONFIG  # the resolved config and its hash
     python -m workers run --from-bundle run.zip --out runs/again   # reproduce a bundled run
     python -m workers bundle runs/demo --out demo.zip             # bundle a finished run directory
     python -m workers verify-bundle demo.zip                       # intact, or what was altered
+    python -m workers bundle-key --out key.pem                     # a new Ed25519 signing key for bundles
     python -m workers compare-runs runs/demo runs/again            # identical, or the first divergence
 
 Bad input (an unknown knob or method, a value out of range, a missing or
@@ -45,11 +47,17 @@ def build_parser() -> argparse.ArgumentParser:
     validate = commands.add_parser("validate", help="print the resolved config and its hash")
     validate.add_argument("config", type=Path)
     validate.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE")
-    commands.add_parser("methods", help="list the method presets")
+    methods = commands.add_parser("methods", help="list the method presets, and knobs their schedule leaves inert")
+    methods.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE", help="laid over every preset"
+    )
     commands.add_parser("schema", help="print RunConfig's JSON Schema")
     bundle = commands.add_parser("bundle", help="bundle a finished run directory")
     bundle.add_argument("run_dir", type=Path)
     bundle.add_argument("--out", type=Path, required=True, help="the .zip to write")
+    bundle.add_argument("--key", type=Path, help="sign it with this Ed25519 private key (PEM)")
+    key = commands.add_parser("bundle-key", help="write a new Ed25519 key that signs bundles; prints its public key")
+    key.add_argument("--out", type=Path, required=True, help="the PEM file to write (mode 600)")
     verify = commands.add_parser("verify-bundle", help="check that no byte of a bundle was changed")
     verify.add_argument("bundle", type=Path)
     compare = commands.add_parser("compare-runs", help="identical metric streams, or the first divergence")
@@ -68,11 +76,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_methods(args) -> int:
-    from workers.config import METHODS
+    """One line per preset; under it, indented, each warning of a knob its schedule leaves inert (--set applies)."""
+    from workers import schedule_checks
+    from workers.config import METHODS, load_config
 
     width = max(len(name) for name in METHODS)
     for name, (description, _) in sorted(METHODS.items()):
         print(f"{name:<{width}}  {description}")
+        for warning in schedule_checks.warnings(load_config(None, args.overrides, base={"method": name})):
+            print(f"{'':<{width}}  warning: {warning}")
     return EXIT_OK
 
 
@@ -145,7 +157,29 @@ def cmd_bundle(args) -> int:
 
     if args.out.exists():
         raise UserError(f"--out {args.out}: already exists")
-    print(f"{args.out}  bundle sha256 {bundle_run_dir(args.run_dir, args.out)}")
+    key = None
+    if args.key is not None:
+        from workers.bundle import load_signing_key
+
+        key = load_signing_key(args.key.read_text())
+    print(f"{args.out}  bundle sha256 {bundle_run_dir(args.run_dir, args.out, key)}")
+    return EXIT_OK
+
+
+def cmd_bundle_key(args) -> int:
+    """The private key goes to a file only its owner reads; the public key is what other deployments trust."""
+    import os
+
+    from workers.bundle import new_signing_key, public_key_text, signing_key_pem
+
+    key = new_signing_key()
+    try:
+        fd = os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise UserError(f"--out {args.out}: already exists") from None
+    with os.fdopen(fd, "w") as handle:
+        handle.write(signing_key_pem(key))
+    print(f"wrote {args.out}; its public key (for BUNDLE_TRUSTED_KEYS elsewhere): {public_key_text(key)}")
     return EXIT_OK
 
 
@@ -153,7 +187,8 @@ def cmd_verify_bundle(args) -> int:
     from workers.bundle import read_bundle
 
     bundle = read_bundle(args.bundle)  # BundleError: altered, exit 2
-    print(f"intact: {args.bundle}  bundle sha256 {bundle.sha256}")
+    signed = f"signed by {bundle.signer}" if bundle.signer else bundle.signature_problem
+    print(f"intact: {args.bundle}  bundle sha256 {bundle.sha256}  ({signed})")
     return EXIT_OK
 
 
@@ -179,5 +214,6 @@ COMMANDS = {
     "validate": cmd_validate,
     "bundle": cmd_bundle,
     "verify-bundle": cmd_verify_bundle,
+    "bundle-key": cmd_bundle_key,
     "compare-runs": cmd_compare_runs,
 }

@@ -143,8 +143,9 @@ class RolloutConfig(Section):
 
 
 # --------------------------------------------------------------------------- pipeline stages
-# Each stage's section is a union of the knob models its components declare beside their code
-# (workers/pipeline/*.py), told apart by `name`: a component's knobs exist exactly when it is chosen.
+# Each stage's section is a union of the knob models its components declare (workers/pipeline/<stage>/knobs.py),
+# told apart by `name`: a component's knobs exist exactly when it is chosen. Only the declarations are read
+# here, never the components' code, so validating a config imports no torch (the web side does it).
 
 STAGE_DEFAULTS = {
     "generate": "iid",
@@ -161,7 +162,7 @@ def _component_knobs(stage: str, registry, name: str) -> type[Section]:
     title = "".join(part.title() for part in f"{stage} {name}".replace("-", " ").split())
     return create_model(
         title,
-        __base__=registry.get(name).Knobs,
+        __base__=registry.declaration(name).knobs,
         name=(Literal[name], Field(name, description=f"{registry.kind}: {registry.summary(name)}")),
     )
 
@@ -199,12 +200,17 @@ class OptimizerConfig(Section):
     beta1: float = Field(0.9, ge=0, lt=1, description="AdamW beta1.")
     beta2: float = Field(0.99, ge=0, lt=1, description="AdamW beta2.")
     grad_clip: float = Field(1.0, ge=0, description="Clip the gradient's global norm to this (0 = no clipping).")
-    warmup_steps: int = Field(0, ge=0, description="Linear learning-rate warm-up, in optimizer steps.")
+    warmup_steps: int = Field(
+        0,
+        ge=0,
+        description="Linear learning-rate warm-up, in optimizer steps.",
+        json_schema_extra={"acts_when": "within-updates"},
+    )
     schedule: Literal["constant", "cosine"] = Field("constant", description="Learning rate after the warm-up.")
 
 
 class ScheduleConfig(Section):
-    steps: int = Field(100, ge=1, description="RL steps (one batch of rollouts each).")
+    steps: int = Field(100, ge=1, le=2**31 - 1, description="RL steps (one batch of rollouts each).")
     time_limit_s: float | None = Field(None, gt=0, description="Stop after this many seconds of training, if set.")
     updates_per_batch: int = Field(
         1, ge=1, description="Passes over each batch (mu in GRPO; >1 makes the update off-policy)."
@@ -251,11 +257,23 @@ class ResourcesConfig(Section):
     threads: int = Field(2, ge=1, description="CPU threads torch may use (fixed, so CPU runs are bit-identical).")
     gpus: int = Field(0, ge=0, description="GPUs the run needs; >0 routes it to the gpu queue.")
     nodes: int = Field(1, ge=1, description="Machines the run spans (more than 1 places actors with Ray).")
+    wall_time_s: int | None = Field(
+        None, ge=1, le=10 * 365 * 24 * 3600,
+        description="Longest the run may take on a worker, in seconds, warm-start included; past it the run is "
+        "stopped and fails. Unset: the deployment's ceiling (24 h unless its LIMIT_WALL_TIME_S says otherwise).",
+    )  # fmt: skip
+
+
+# Fields that bound how a run is executed without changing what it computes: left out of the config
+# hash, so that the hash of a config is the same whatever limit it ran under (and the pinned hashes hold).
+NOT_HASHED = {"resources": {"wall_time_s"}}
 
 
 class RunConfig(Section):
     method: str | None = Field(None, description="The method preset this config started from (see `methods`).")
-    seed: int = Field(0, ge=0, description="Seeds Python, NumPy and torch, the data order and the sampling.")
+    seed: int = Field(
+        0, ge=0, le=2**31 - 1, description="Seeds Python, NumPy and torch, the data order and the sampling."
+    )
     model: ModelConfig = Field(
         default_factory=ModelConfig, description="The policy network: the built-in tiny model or a local directory."
     )
@@ -308,11 +326,11 @@ class RunConfig(Section):
 
     @model_validator(mode="after")
     def _components_fit_the_run(self) -> RunConfig:
-        """A component whose knobs depend on other sections checks them here (`check_config(cfg)`)."""
+        """A component whose knobs depend on other sections declares a check of them (`check(cfg)`)."""
         from workers.pipeline import STAGES
 
         for stage, registry in STAGES.items():
-            check = getattr(registry.get(getattr(self, stage).name), "check_config", None)
+            check = registry.declaration(getattr(self, stage).name).check
             if check is not None:
                 check(self)
         return self
@@ -330,7 +348,7 @@ class RunConfig(Section):
         return self
 
     def canonical_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return json.dumps(self.model_dump(mode="json", exclude=NOT_HASHED), sort_keys=True, separators=(",", ":"))
 
     def config_hash(self) -> str:
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()
@@ -443,6 +461,42 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "gspo": (
         "Sequence-level importance ratio, clipped per sequence with a narrow range (GSPO).",
         {"objective": {"name": "sequence-clip", "clip_low": 3e-4, "clip_high": 4e-4}},
+    ),
+    "tis": (
+        "GRPO whose token losses are weighted by pi_old / pi_sampler, the trainer's recomputed log-probabilities "
+        "against the sampler's, truncated at 2 (truncated importance sampling, TIS).",
+        # Yao et al. 2025, "Your Efficient RL Framework Secretly Brings You Off-Policy RL Training", the TIS
+        # correction with C = 2. The weight compares the trainer with the sampler of the same policy, so it acts
+        # on every update whatever the schedule. objective.old_logprobs stays auto: it recomputes pi_old wherever
+        # the sampler's numerics differ (another dtype or engine), the mismatch TIS corrects.
+        {"objective": {"name": "truncated-is", "is_bound": 2.0}},
+    ),
+    "minpro": (
+        "GRPO whose token ratio is replaced by the smallest ratio of the token's prefix, with each batch split "
+        "into 4 minibatch updates so that 3 of them are off-policy (MinPRO).",
+        # Lei et al. 2026, "A Step Back: Prefix Importance Ratio Stabilizes Policy Optimization": MinPRO is for
+        # off-policy updates, where rollouts from an older policy update a newer one (abstract); on-policy every
+        # ratio is 1 and MinPRO is GRPO. Several minibatch updates per batch make it act; 4 is the card's choice.
+        {"objective": {"name": "min-prefix-ratio"}, "schedule": {"minibatches": 4}},
+    ),
+    "vcpo": (
+        "Two passes over each batch; the second's step is scaled by the ESS of the sequence importance weights "
+        "and its advantages get a minimum-variance off-policy baseline (VCPO).",
+        # Huang et al. 2026, "Stable Asynchrony: Variance-Controlled Off-Policy RL for LLMs": (i) the learning rate
+        # scaled by the ESS, (ii) a closed-form minimum-variance baseline (abstract). The paper's off-policyness is
+        # a policy lag; this synchronous trainer gets it by a second pass over the batch, with one minibatch so
+        # that each group's baseline sees all of its samples.
+        {"objective": {"name": "variance-controlled"}, "schedule": {"updates_per_batch": 2}},
+    ),
+    "gdpo": (
+        "Correctness, format and length rewards each normalised within the group on its own, then weighted, "
+        "summed and normalised over the batch, so distinct reward combinations keep distinct advantages (GDPO).",
+        {"advantage": {"name": "gdpo"}, "reward": {"weights": {"correct": 1.0, "format": 0.5, "length": 0.25}}},
+    ),
+    "ace": (
+        "GRPO whose negative advantages grow with the completion's log-likelihood gain over the initial policy, "
+        "1 + softplus(log pi/pi_ref), so overconfident errors are pushed down hardest (ACE).",
+        {"advantage": {"name": "ace"}},
     ),
 }
 

@@ -23,3 +23,7 @@ class ConfigError(UserError):
 
 class DatasetError(UserError):
     """A dataset file that is missing or malformed."""
+
+
+class BundleError(UserError):
+    """A bundle that is not one, goes over the import limits, has a malformed member, or was altered."""

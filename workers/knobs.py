@@ -12,9 +12,9 @@ from pydantic import BaseModel, ConfigDict
 
 
 class Section(BaseModel):
-    """Base of every config section: unknown keys are errors, not silently dropped."""
+    """Base of every config section: unknown keys are errors, not silently dropped; floats are finite."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class Knobs(Section):

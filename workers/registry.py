@@ -3,15 +3,26 @@
 Every registry follows the same rules, so adding a component never means
 learning a new convention:
 
-- components are added with the ``@REGISTRY.register("name")`` decorator;
+- a component is added under a name, either with the ``@REGISTRY.register("name")``
+  decorator on its code, or declared by its dotted path with ``REGISTRY.declare(...)``;
 - a second component under an existing name is an error, never a silent override;
 - looking up an unknown name raises ``UnknownComponent`` listing the valid names.
+
+A pipeline stage *declares* its components (workers/pipeline/<stage>/knobs.py): the name,
+where the code lives, its one-line summary, its knob model and its cross-field check.
+RunConfig validates against the declarations alone, so the web side never imports the
+torch code; ``get(name)`` imports the component only when a worker builds the stage.
+
+    STAGE.declare("dars", "workers.pipeline.control.dars:DifficultyAdaptiveRollouts",
+                  summary="Prompts below ... (DARS).", knobs=DARSKnobs)
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -27,23 +38,73 @@ class UnknownComponent(KeyError):
         return self.args[0]
 
 
+@dataclass(frozen=True)
+class Declaration:
+    """What is known of a component before its code is imported."""
+
+    target: str  # "package.module:attribute", imported by load()
+    summary: str  # one line: the launch form's description of the component (its docstring's first line)
+    knobs: type | None = None  # the pydantic model of its own knobs
+    check: Callable[[Any], None] | None = None  # check(cfg): raises when its knobs do not fit the rest of the run
+    # what the component reads that the trainer computes only when asked (e.g. "ref_logprobs": the batch's
+    # RolloutBatch.ref_logprobs, filled before the advantage stage by a forward of the reference policy)
+    needs: tuple[str, ...] = ()
+    # the component trains on samples an older policy drew (replay, resumed partial rollouts), so their
+    # importance ratios differ from 1 even on one pass of one minibatch
+    reuses_samples: bool = False
+
+    def load(self) -> Any:
+        module, _, attribute = self.target.partition(":")
+        return getattr(importlib.import_module(module), attribute)
+
+
 class Registry(Generic[T]):
-    """A mapping from a name to a component class or function."""
+    """A mapping from a name to a component class or function, registered or declared."""
 
     def __init__(self, kind: str):
         self.kind = kind
-        self._items: dict[str, T] = {}
+        self._items: dict[str, T | Declaration] = {}
+
+    def _add(self, name: str, entry: T | Declaration) -> None:
+        if name in self._items:
+            raise ValueError(f"{self.kind} '{name}' is registered twice")
+        self._items[name] = entry
 
     def register(self, name: str) -> Callable[[T], T]:
         def add(component: T) -> T:
-            if name in self._items:
-                raise ValueError(f"{self.kind} '{name}' is registered twice")
-            self._items[name] = component
+            self._add(name, component)
             return component
 
         return add
 
+    def declare(
+        self,
+        name: str,
+        target: str,
+        *,
+        summary: str,
+        knobs: type | None = None,
+        check: Callable[[Any], None] | None = None,
+        needs: tuple[str, ...] = (),
+        reuses_samples: bool = False,
+    ) -> None:
+        """Add a component by the dotted path of its code ("module:attribute"), imported by get()."""
+        if ":" not in target:
+            raise ValueError(f"{self.kind} '{name}': '{target}' is not a 'module:attribute' path")
+        self._add(name, Declaration(target, summary, knobs, check, tuple(needs), reuses_samples))
+
     def get(self, name: str) -> T:
+        entry = self._entry(name)
+        return entry.load() if isinstance(entry, Declaration) else entry
+
+    def declaration(self, name: str) -> Declaration:
+        """The declaration of a declared component (its knobs, summary and check), without importing it."""
+        entry = self._entry(name)
+        if not isinstance(entry, Declaration):
+            raise TypeError(f"{self.kind} '{name}' is registered, not declared")
+        return entry
+
+    def _entry(self, name: str) -> T | Declaration:
         try:
             return self._items[name]
         except KeyError:
@@ -59,6 +120,9 @@ class Registry(Generic[T]):
         return iter(self.names())
 
     def summary(self, name: str) -> str:
-        """The first line of a component's docstring: its one-line description."""
-        doc = (self.get(name).__doc__ or "").strip()
+        """A component's one-line description: declared, or the first line of its docstring."""
+        entry = self._entry(name)
+        if isinstance(entry, Declaration):
+            return entry.summary
+        doc = (entry.__doc__ or "").strip()
         return doc.splitlines()[0] if doc else ""

@@ -4,7 +4,8 @@
     settings = apply_determinism(device)      # deterministic kernels, recorded
     record = capture_environment(cfg, ...)    # before the first step
 
-The record says what produced a result: code revision and uncommitted diff,
+The record says what produced a result: code revision and uncommitted diff
+(its secrets redacted: workers/redaction.py),
 Python and package versions, torch/CUDA/cuDNN/driver, devices, CPU, host, the
 relevant environment variables, seeds, config hash, dataset and initial-weight
 fingerprints, and the determinism settings.
@@ -25,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from workers.redaction import redact_secrets
 
 RELEVANT_ENV = (
     "CUDA_VISIBLE_DEVICES",
@@ -70,18 +73,24 @@ def _git(*args: str, cwd: Path) -> str | None:
     return out.stdout if out.returncode == 0 else None
 
 
-def code_state() -> dict[str, object]:
-    """The revision of the checkout that holds this code, and any uncommitted change to it."""
-    root = Path(__file__).resolve().parent.parent
+def code_state(root: Path | None = None) -> dict[str, object]:
+    """The revision of the checkout that holds this code, and any uncommitted change to it.
+
+    The diff is kept with each secret that detect-secrets finds in it redacted (a key or a
+    password being tried out must not travel with the run's record, bundle and pages);
+    diff_redactions says how many, and diff_sha256 is the hash of the diff as kept."""
+    root = root or Path(__file__).resolve().parent.parent
     revision = _git("rev-parse", "HEAD", cwd=root)
     if revision is None:
-        return {"revision": None, "dirty": None, "diff_sha256": None, "diff": None}
+        return {"revision": None, "dirty": None, "diff_sha256": None, "diff": None, "diff_redactions": None}
     diff = _git("diff", "HEAD", "--binary", cwd=root) or ""
+    kept, redactions = redact_secrets(diff) if diff else ("", 0)
     return {
         "revision": revision.strip(),
         "dirty": bool(diff),
-        "diff_sha256": hashlib.sha256(diff.encode()).hexdigest() if diff else None,
-        "diff": diff or None,
+        "diff_sha256": hashlib.sha256(kept.encode()).hexdigest() if kept else None,
+        "diff": kept or None,
+        "diff_redactions": redactions,
     }
 
 

@@ -27,22 +27,17 @@ import psutil
 import torch
 import yaml
 
-from workers import repro
+from workers import repro, stopping
 from workers.evaluation import score_eval
-from workers.models import load_policy
-from workers.pipeline import build_stages
+from workers.models.policy import load_policy
 from workers.pipeline.batch import RolloutBatch
 from workers.pipeline.history import PromptHistory
-from workers.pipeline.objective import aggregator, k3_kl
-from workers.pipeline.stages import LossInputs, StageContext
+from workers.pipeline.objective.base import aggregator, k3_kl
+from workers.pipeline.stages import LossInputs, StageContext, build_stages
 from workers.reporting import Reporter
 from workers.rollout import SamplingParams, build_backend
 from workers.tasks import build_task
 from workers.tasks.rewards import Completion, build_rewards
-
-
-class Cancelled(Exception):
-    """The reporter asked the run to stop."""
 
 
 @dataclass
@@ -67,6 +62,17 @@ def resolve_device(wanted: str) -> torch.device:
     return torch.device(wanted)
 
 
+# a need a component may declare (Declaration.needs) -> the Trainer method that fills it into the batch
+PROVIDERS = {"ref_logprobs": "fill_ref_logprobs"}
+
+
+def declared_needs(cfg) -> set[str]:
+    """What the config's components declare they read beyond a scored batch (Declaration.needs)."""
+    from workers.pipeline import STAGES
+
+    return {need for stage, registry in STAGES.items() for need in registry.declaration(getattr(cfg, stage).name).needs}
+
+
 def recomputes_old_logprobs(cfg) -> bool:
     """objective.old_logprobs, with auto resolved: recompute unless a float32 policy samples itself (`hf`)."""
     choice = cfg.objective.old_logprobs
@@ -78,6 +84,7 @@ def recomputes_old_logprobs(cfg) -> bool:
 class Trainer:
     def __init__(self, cfg, reporter: Reporter, artifacts_dir: Path | None = None, task=None):
         self.cfg, self.reporter, self.artifacts_dir = cfg, reporter, artifacts_dir
+        stopping.install(reporter.should_stop)  # from here on every long loop of this thread obeys a stop
         self.device = resolve_device(cfg.resources.device)
         repro.seed_everything(cfg.seed)
         self.determinism = repro.apply_determinism(self.device, cfg.resources.threads)
@@ -95,7 +102,8 @@ class Trainer:
         )
         self.recompute_old_logprobs = recomputes_old_logprobs(cfg)
         self.history = PromptHistory()
-        self.reference = self.frozen_copy() if cfg.objective.kl_coef > 0 else None
+        self.needs = declared_needs(cfg)  # what the chosen components read that is computed only when asked
+        self.reference = self.frozen_copy() if cfg.objective.kl_coef > 0 or "ref_logprobs" in self.needs else None
         # separate streams, so that e.g. evaluating more often never changes the training samples
         self.data_rng = np.random.default_rng(cfg.seed)
         self.sampling_rng = torch.Generator(self.device).manual_seed(cfg.seed)
@@ -127,8 +135,7 @@ class Trainer:
         return reference
 
     def check_stop(self) -> None:
-        if self.reporter.should_stop():
-            raise Cancelled()
+        stopping.checkpoint()
 
     # ------------------------------------------------------------------ the run
     def run(self) -> str:
@@ -149,7 +156,7 @@ class Trainer:
                 if limit and time.perf_counter() - started > limit:
                     self.reporter.log(f"time limit of {limit:g}s reached after step {step}")
                     break
-        except Cancelled:
+        except stopping.Cancelled:
             self.record_data_stream()
             self.reporter.status("cancelled", f"stopped after step {last_step}")
             return "cancelled"
@@ -338,6 +345,7 @@ class Trainer:
 
         Returns what the estimator reports of its own (pipeline/advantage/...).
         """
+        self.provide(batch)
         out = self.stages.advantage(batch)
         kept_by_filter = batch.in_loss if batch.in_loss is not None else torch.ones_like(out.in_loss)
         batch.advantages, batch.in_loss = out.advantages, out.in_loss & kept_by_filter
@@ -355,6 +363,18 @@ class Trainer:
             else:
                 batch.notes[row]["advantage"] = f"{value:+.3f}"
         return dict(out.stats)
+
+    def provide(self, batch: RolloutBatch) -> None:
+        """Fill, for every sample of the batch, what the chosen components declare they need (Declaration.needs)."""
+        for need in sorted(self.needs):
+            getattr(self, PROVIDERS[need])(batch)
+
+    @torch.no_grad()
+    def fill_ref_logprobs(self, batch: RolloutBatch) -> None:
+        """batch.ref_logprobs (N, T): the frozen reference policy's log-probabilities of every completion token."""
+        rows = torch.arange(batch.num_samples)
+        inputs = self.model_inputs(batch, rows, batch.mask.to(self.device))
+        batch.ref_logprobs = (self.token_logprobs(self.reference, inputs)[0] * inputs["mask"]).cpu()
 
     # ------------------------------------------------------------------ phase: update
     def update(self, batch: RolloutBatch, step: int = 1) -> dict[str, float]:
@@ -377,6 +397,7 @@ class Trainer:
             stats["policy/sampler_logprob_diff"] = [self.recompute_old(inputs, passes[0])]
         first_update, done = (step - 1) * self.updates_per_step(), 0
         for i, chunk in enumerate(chunk for chunks in passes for chunk in chunks):
+            stopping.checkpoint()
             if len(chunk) == 0:
                 continue
             for name, value in self.optimizer_step(inputs, chunk, first_update + i).items():
@@ -405,6 +426,22 @@ class Trainer:
 
     def training_inputs(self, batch: RolloutBatch, rows: torch.Tensor) -> dict[str, torch.Tensor]:
         """Prompt (left-padded) + completion (right-padded) token matrices for the rows in the loss."""
+        take = lambda x: x[rows.to(x.device)].to(self.device)  # noqa: E731  (rewards live on the CPU, tokens may not)
+        mask = take(batch.mask)  # (B, T)
+        if batch.token_mask is not None:  # the advantage stage keeps only some tokens in the loss
+            mask = mask * take(batch.token_mask).to(mask.dtype)
+        inputs = self.model_inputs(batch, rows, mask)
+        inputs["old_logprobs"] = take(batch.logprobs)
+        inputs["sampler_logprobs"] = take(batch.logprobs)  # kept when old_logprobs is replaced by the recompute
+        inputs["advantages"] = take(batch.advantages)
+        inputs["group"] = take(batch.group_index)  # (B,) the group of every row
+        if self.reference is not None:
+            with torch.no_grad():
+                inputs["ref_logprobs"] = self.token_logprobs(self.reference, inputs)[0]
+        return inputs
+
+    def model_inputs(self, batch: RolloutBatch, rows: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The rows' prompts (left-padded) and completions (right-padded), attending to the `mask` (B, T) tokens."""
         device = self.device
         prompts = [batch.prompt_ids[int(batch.group_index[r])] for r in rows]
         width = max(len(p) for p in prompts)
@@ -413,24 +450,15 @@ class Trainer:
         for i, p in enumerate(prompts):
             prompt_ids[i, width - len(p) :] = torch.tensor(p)
             prompt_mask[i, width - len(p) :] = 1
-        take = lambda x: x[rows.to(x.device)].to(device)  # noqa: E731  (rewards live on the CPU, tokens may not)
-        mask = take(batch.mask)  # (B, T)
-        if batch.token_mask is not None:  # the advantage stage keeps only some tokens in the loss
-            mask = mask * take(batch.token_mask).to(mask.dtype)
+        completion = batch.tokens[rows.to(batch.tokens.device)].to(device)  # (B, T)
         attention = torch.cat([prompt_mask.to(device), mask.long()], dim=1)  # (B, L+T)
-        inputs = {
-            "input_ids": torch.cat([prompt_ids.to(device), take(batch.tokens)], dim=1),  # (B, L+T)
+        return {
+            "input_ids": torch.cat([prompt_ids.to(device), completion], dim=1),  # (B, L+T)
             "attention_mask": attention,
             "position_ids": (attention.cumsum(-1) - 1).clamp(min=0),
-            "completion": take(batch.tokens),  # (B, T)
+            "completion": completion,  # (B, T)
             "mask": mask,
-            "old_logprobs": take(batch.logprobs),
-            "advantages": take(batch.advantages),
         }
-        if self.reference is not None:
-            with torch.no_grad():
-                inputs["ref_logprobs"] = self.token_logprobs(self.reference, inputs)[0]
-        return inputs
 
     def token_logprobs(self, model, inputs, chunk=None, with_entropy=False):
         """log pi(o_t) of the completion tokens (B, T), at the sampling temperature; and the entropy (B, T)."""
@@ -452,15 +480,22 @@ class Trainer:
     def optimizer_step(self, inputs, chunk: torch.Tensor, update: int) -> dict[str, float]:
         """One optimizer step on the rows `chunk`, at the learning rate the schedule gives optimizer step `update`."""
         cfg = self.cfg.objective
-        lr = self.cfg.optimizer.lr * self.lr_factor(update)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
         mask = inputs["mask"][chunk]
         wants_entropy_grad = cfg.entropy_coef > 0
         logprobs, entropy = self.token_logprobs(self.policy.model, inputs, chunk, with_entropy=wants_entropy_grad)
         aggregate = aggregator(cfg.aggregation, mask, self.cfg.rollout.max_new_tokens)
         old = inputs["old_logprobs"][chunk]
-        out = self.stages.objective(LossInputs(logprobs, old, inputs["advantages"][chunk], mask, aggregate))
+        out = self.stages.objective(
+            LossInputs(
+                logprobs,
+                old,
+                inputs["advantages"][chunk],
+                mask,
+                aggregate,
+                sampler_logprobs=inputs["sampler_logprobs"][chunk],
+                group=inputs["group"][chunk],
+            )
+        )
         loss = out.loss
         stats = dict(out.stats)
         if self.reference is not None:
@@ -473,6 +508,10 @@ class Trainer:
         loss.backward()
         limit = self.cfg.optimizer.grad_clip or float("inf")
         grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.model.parameters(), limit)
+        # the objective may scale this step (VCPO's ESS): the rate, not the loss, since Adam undoes a loss scale
+        lr = self.cfg.optimizer.lr * self.lr_factor(update) * out.step_scale
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
         stats["optim/lr"] = lr
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -500,6 +539,7 @@ class Trainer:
         per_call = max(1, rows_per_call // n)
         texts = []
         for start in range(0, len(prompts), per_call):
+            stopping.checkpoint()
             out = self.backend.generate(prompts[start : start + per_call], n, params, generator)
             texts += self.policy.decode_completions(out)
         return texts

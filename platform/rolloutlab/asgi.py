@@ -14,13 +14,15 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from rolloutlab.metrics.routing import websocket_urlpatterns  # noqa: E402
+from rolloutlab.outages import SocketOutages  # noqa: E402
 from rolloutlab.runs.monitor import start_monitor  # noqa: E402
+from rolloutlab.runs.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        # an outage meets the session lookup before any consumer: SocketOutages closes with 4503 then
+        "websocket": SocketOutages(AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))),
     }
 )
 

@@ -1,6 +1,6 @@
 """The Celery app, configured from Django settings (the CELERY_* names).
 
-celery -A rolloutlab worker -Q cpu -P solo --concurrency 1
+celery -A rolloutlab worker -Q cpu -P prefork --concurrency 1 --max-tasks-per-child 1   # one run per fresh child
 """
 
 import os

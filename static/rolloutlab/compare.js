@@ -2,6 +2,8 @@
 // which the controls rewrite in place, so the address bar is always a permalink to the view.
 (function () {
   const root = document.getElementById("compare");
+  // a shared view (/share/<token>/) reads through the link's token
+  const share = root.dataset.share ? "&share=" + encodeURIComponent(root.dataset.share) : "";
   const form = document.getElementById("controls");
   const COLORS = ["#3056d3", "#d9480f", "#2b8a3e", "#862e9c", "#c92a2a", "#0b7285", "#5f3dc4", "#e67700"];
   let timer = null;
@@ -131,9 +133,11 @@
     const q = query();
     history.replaceState(null, "", "?" + q);
     document.getElementById("permalink").href = "?" + q;
-    document.getElementById("export-csv").href = `/api/compare/export?${q}&format=csv`;
-    document.getElementById("export-parquet").href = `/api/compare/export?${q}&format=parquet`;
-    const response = await fetch("/api/compare?" + q, { credentials: "same-origin" });
+    document.getElementById("export-csv").href = `/api/compare/export?${q}&format=csv${share}`;
+    document.getElementById("export-parquet").href = `/api/compare/export?${q}&format=parquet${share}`;
+    const shareQuery = document.getElementById("share-query");
+    if (shareQuery) shareQuery.value = q;
+    const response = await fetch("/api/compare?" + q + share, { credentials: "same-origin" });
     const data = await response.json();
     const status = document.getElementById("compare-status");
     if (!response.ok) { status.textContent = data.error; status.className = "error"; return; }

@@ -14,3 +14,21 @@ document.querySelectorAll("fieldset.section").forEach((section) => {
   picker.addEventListener("change", show);
   show();
 });
+
+// Knobs the schedule leaves inert (a clip range with one pass of one minibatch...): asked again on every change.
+const launchForm = document.getElementById("launch-form");
+const warningsBox = document.getElementById("schedule-warnings");
+launchForm.addEventListener("change", async () => {
+  const response = await fetch(launchForm.dataset.warnings, {
+    method: "POST", body: new FormData(launchForm), credentials: "same-origin",
+  });
+  if (!response.ok) return;
+  const { warnings } = await response.json();
+  warningsBox.querySelector("ul").replaceChildren(...warnings.map((text) => {
+    const item = document.createElement("li");
+    item.className = "warning";
+    item.textContent = text;
+    return item;
+  }));
+  warningsBox.hidden = !warnings.length;
+});

@@ -4,15 +4,24 @@
 // committed after the last step each chart holds ("resume"), and keeps sending new ones.
 // A reconnect resumes the same way, and a point at or before a chart's last step is dropped,
 // so nothing is missed and nothing is drawn twice.
+//
+// A non-finite point (NaN, ±inf) arrives as [step, null, kind]: the line has a gap there and a
+// red × marks it (its hover names the kind); the chart's title counts them. While PostgreSQL or
+// Redis is away the server closes the socket with 4503: the page says so and retries every second.
 (function () {
   const root = document.getElementById("run");
   const runId = root.dataset.runId;
+  // a shared view (/share/<token>/) reads through the link's token; a member's page through the session
+  const share = root.dataset.share ? `share=${encodeURIComponent(root.dataset.share)}` : "";
+  const withShare = (url) => (share ? url + (url.includes("?") ? "&" : "?") + share : url);
   const FINAL = ["succeeded", "failed", "cancelled", "lost"];
   const charts = new Map(); // key -> {div, lastStep}
   const pending = new Map(); // key -> points received for a chart not shown
   let livePoints = 0;
   let socket = null;
   let retry = 500;
+  const UNAVAILABLE = 4503;
+  const KIND_TEXT = { nan: "NaN", "+inf": "+∞", "-inf": "−∞" };
 
   // ------------------------------------------------------------------ charts
   async function showChart(key) {
@@ -21,23 +30,64 @@
     div.className = "chart";
     div.dataset.key = key;
     document.getElementById("charts").appendChild(div);
-    const chart = { div, lastStep: -1 };
+    const chart = { div, lastStep: -1, lastValue: 0, nonfinite: 0, markerTrace: 1 };
     charts.set(key, chart);
-    const response = await fetch(`/api/runs/${runId}/series?keys=${encodeURIComponent(key)}&points=1000`);
-    const series = (await response.json()).series[key] || { step: [], value: [], low: [], high: [] };
+    const series = await loadSeries(key);
+    if (charts.get(key) !== chart) return; // hidden meanwhile
     const traces = [{ x: series.step, y: series.value, mode: "lines", name: key, line: { width: 1.5 } }];
     if (series.downsampled) {
       traces.push({ x: series.step, y: series.high, mode: "lines", line: { width: 0 }, showlegend: false, hoverinfo: "skip" });
       traces.push({ x: series.step, y: series.low, mode: "lines", line: { width: 0 }, fill: "tonexty", fillcolor: "rgba(48,86,211,0.15)", showlegend: false, hoverinfo: "skip" });
     }
+    chart.markerTrace = traces.length;
+    for (const v of series.value) if (v !== null) chart.lastValue = v;
+    traces.push({ x: [], y: [], text: [], mode: "markers", name: "not finite", marker: { symbol: "x", color: "#c0392b", size: 9 },
+      hovertemplate: "step %{x}: %{text} (not a number; not drawn)<extra></extra>" });
     Plotly.newPlot(div, traces, {
       title: { text: key, font: { size: 13 } }, margin: { l: 50, r: 10, t: 30, b: 30 },
       xaxis: { title: { text: "step" } }, showlegend: false,
     }, { displaylogo: false, responsive: true });
+    markNonFinite(chart, (series.nonfinite || []).map(([step, kind]) => [step, null, kind]));
     chart.lastStep = series.step.length ? series.step[series.step.length - 1] : -1;
     const early = pending.get(key);
     if (early) { pending.delete(key); addPoints(key, early); }
     if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ resume: resumePoint() }));
+  }
+
+  // the downsampled series over HTTP; while the server answers 503 (an outage), ask again
+  async function loadSeries(key) {
+    const empty = { step: [], value: [], low: [], high: [], nonfinite: [] };
+    for (let wait = 1000; ; wait = Math.min(wait * 2, 5000)) {
+      try {
+        const response = await fetch(withShare(`/api/runs/${runId}/series?keys=${encodeURIComponent(key)}&points=1000`));
+        if (response.ok) return (await response.json()).series[key] || empty;
+        if (response.status !== 503) return empty;
+        setConnection("the server is briefly unavailable; the chart will load when it is back");
+      } catch (error) {
+        setConnection("the server cannot be reached; retrying");
+      }
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+  }
+
+  // a red × per non-finite point, at the height of the last finite value before it; the title counts them
+  function markNonFinite(chart, points) {
+    const marks = points.filter((p) => p[1] === null);
+    if (!marks.length) return;
+    Plotly.extendTraces(chart.div, {
+      x: [marks.map((p) => p[0])], y: [marks.map(() => chart.lastValue)], text: [marks.map((p) => KIND_TEXT[p[2]] || p[2])],
+    }, [chart.markerTrace]);
+    chart.nonfinite += marks.length;
+    chart.div.dataset.nonfinite = String(chart.nonfinite);
+    const key = chart.div.dataset.key;
+    Plotly.relayout(chart.div, { "title.text": `${key} <span style="color:#c0392b">· ${chart.nonfinite} not finite (×)</span>` });
+  }
+
+  function setConnection(text) {
+    const note = document.getElementById("connection-note");
+    if (!note) return;
+    note.textContent = text;
+    note.hidden = !text;
   }
 
   function hideChart(key) {
@@ -59,7 +109,10 @@
     chart.lastStep = fresh[fresh.length - 1][0];
     livePoints += fresh.length;
     root.dataset.livePoints = String(livePoints);
+    root.dataset.lastLiveStep = String(Math.max(Number(root.dataset.lastLiveStep || -1), chart.lastStep));
+    markNonFinite(chart, fresh); // null values leave a gap in the line
     Plotly.extendTraces(chart.div, { x: [fresh.map((p) => p[0])], y: [fresh.map((p) => p[1])] }, [0]);
+    for (const p of fresh) if (p[1] !== null) chart.lastValue = p[1];
   }
 
   function resumePoint() {
@@ -100,8 +153,12 @@
   // ------------------------------------------------------------------ websocket
   function connect() {
     const scheme = location.protocol === "https:" ? "wss" : "ws";
-    socket = new WebSocket(`${scheme}://${location.host}/ws/runs/${runId}/`);
-    socket.onopen = () => { retry = 500; socket.send(JSON.stringify({ resume: resumePoint() })); };
+    socket = new WebSocket(withShare(`${scheme}://${location.host}/ws/runs/${runId}/`));
+    socket.onopen = () => {
+      retry = 500;
+      root.dataset.socketOpens = String(Number(root.dataset.socketOpens || 0) + 1);
+      socket.send(JSON.stringify({ resume: resumePoint() }));
+    };
     socket.onmessage = (message) => {
       const event = JSON.parse(message.data);
       if (event.kind === "points") {
@@ -118,10 +175,19 @@
         setProgress(event.step, event.train_seconds);
       } else if (event.kind === "log") {
         appendLog(event.lines);
+      } else if (event.kind === "unavailable") {
+        setConnection(`${event.error}; reconnecting…`);
       }
+      if (event.kind === "state") setConnection("");
     };
-    socket.onclose = () => {
+    socket.onclose = (event) => {
+      root.dataset.socketCloses = String(Number(root.dataset.socketCloses || 0) + 1);
       if (FINAL.includes(root.dataset.state)) return;
+      if (event.code === UNAVAILABLE) {
+        root.dataset.unavailableCloses = String(Number(root.dataset.unavailableCloses || 0) + 1);
+        setTimeout(connect, 1000); // an outage: try again every second, to resume as soon as it ends
+        return;
+      }
       setTimeout(connect, retry);
       retry = Math.min(retry * 2, 8000);
     };
@@ -149,7 +215,7 @@
 
   async function loadSamples(step) {
     const query = step === null || step === "" ? "" : `?step=${encodeURIComponent(step)}`;
-    const response = await fetch(`/api/runs/${runId}/samples${query}`);
+    const response = await fetch(withShare(`/api/runs/${runId}/samples${query}`));
     if (!response.ok) return;
     const data = await response.json();
     sampleSteps = data.steps;

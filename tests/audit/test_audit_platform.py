@@ -8,6 +8,8 @@ import sys
 import zipfile
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from rolloutlab.audit import services
 from rolloutlab.audit.models import AuditRecord, Verification
@@ -28,7 +30,7 @@ RUN = {**SMALL_RUN, "schedule": {"steps": 4, "save_final": True}}
 def run_in_process(monkeypatch, settings, tmp_path):
     """Queued runs are executed here, by the same executor a Celery worker calls."""
     settings.STORAGE_ROOT = tmp_path / "storage"
-    monkeypatch.setattr("rolloutlab.runs.services.dispatch", lambda run_id: None)
+    monkeypatch.setattr("rolloutlab.runs.services.submit", lambda run_id: None)
 
 
 def launched(user, config=RUN):
@@ -57,6 +59,21 @@ def test_verify_reruns_and_reports_identical(alice, alice_client):
     page = alice_client.get(f"/audit/runs/{run.id}/").content.decode()
     assert "identical:" in page
     assert alice_client.get(f"/api/runs/{run.id}/audit").json()["verifications"][0]["result"]["identical"]
+
+
+def test_the_audit_pages_write_nothing_on_get(alice, alice_client):
+    """A verification is settled by the worker when its rerun ends, never by whoever opens a page."""
+    run = launched(alice)
+    rerun_id = alice_client.post(f"/api/runs/{run.id}/verify").json()["rerun"]
+    assert execute(rerun_id) == "succeeded"
+    other = launched(alice, {**RUN, "seed": 1})
+    pages = [f"/audit/runs/{run.id}/", f"/audit/runs/{rerun_id}/", f"/api/runs/{run.id}/audit",
+             f"/audit/differences/?a={run.id}&b={other.id}", f"/runs/{run.id}/", "/runs/"]  # fmt: skip
+    for url in pages:
+        with CaptureQueriesContext(connection) as queries:
+            assert alice_client.get(url).status_code == 200, url
+        writes = [q["sql"] for q in queries if q["sql"].lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE"))]
+        assert not writes, (url, writes)
 
 
 def test_one_changed_knob_is_reported_at_its_first_divergence(alice):

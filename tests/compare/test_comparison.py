@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 from django.contrib.auth import get_user_model
 
+from rolloutlab.compare.permalink import BadView, View, parse_view
 from rolloutlab.compare.service import build_comparison, ema
-from rolloutlab.compare.view import BadView, View, parse_view
 from rolloutlab.metrics.ingest import write_points
-from rolloutlab.runs.models import Project, Run
+from rolloutlab.runs.models import Run
+from tests.conftest import project_of
 from workers.config import resolve
 
 pytestmark = pytest.mark.django_db
@@ -31,7 +32,7 @@ def make_run(project, method, seed, reward, tokens_per_step, steps=200, **config
 
 @pytest.fixture
 def project():
-    return Project.objects.create(name="p", owner=get_user_model().objects.create_user("frank"))
+    return project_of(get_user_model().objects.create_user("frank"))
 
 
 def at(chart, x):
@@ -44,12 +45,16 @@ def test_the_tokens_axis_reorders_methods_that_spend_tokens_differently(project)
     a = [make_run(project, "grpo", s, lambda t, s=s: t / 100 + 0.001 * s, 1000) for s in (0, 1)]
     b = [make_run(project, "dapo", s, lambda t, s=s: t / 150 + 0.001 * s, 400) for s in (0, 1)]
     runs = [r.id for r in a + b]
-    by_step = build_comparison(View(runs=runs, metrics=["reward/mean"], x="step"))["charts"]["reward/mean"]
+    by_step = build_comparison(View(runs=runs, metrics=["reward/mean"], x="step"), project.owner)["charts"][
+        "reward/mean"
+    ]
     assert at(by_step["grpo"], 100) > at(by_step["dapo"], 100)
-    by_tokens = build_comparison(View(runs=runs, metrics=["reward/mean"], x="tokens"))["charts"]["reward/mean"]
+    by_tokens = build_comparison(View(runs=runs, metrics=["reward/mean"], x="tokens"), project.owner)["charts"][
+        "reward/mean"
+    ]
     assert at(by_tokens["grpo"], 60_000) < at(by_tokens["dapo"], 60_000)
     # per token, B reaches 1.0 after 150 steps x 400 = 60,000 tokens; A after 100 x 1000 = 100,000
-    table = build_comparison(View(runs=runs, metrics=["reward/mean"], target=1.0))["table"]
+    table = build_comparison(View(runs=runs, metrics=["reward/mean"], target=1.0), project.owner)["table"]
     reach = {row["group"]: row["reach"] for row in table}
     assert reach["grpo"]["steps"] < reach["dapo"]["steps"]
     assert reach["grpo"]["tokens"] > reach["dapo"]["tokens"]
@@ -60,7 +65,7 @@ def test_groups_get_bands_and_the_table_its_statistics(project):
     # exact binary fractions, so that equal scores are equal
     runs = [make_run(project, "grpo", s, lambda t, s=s: 0.5 + 0.125 * s, 10, steps=50) for s in range(4)]
     runs += [make_run(project, "rloo", s, lambda t, s=s: 0.25 + 0.125 * s, 10, steps=50) for s in range(4)]
-    data = build_comparison(View(runs=[r.id for r in runs], metrics=["reward/mean"], baseline="rloo"))
+    data = build_comparison(View(runs=[r.id for r in runs], metrics=["reward/mean"], baseline="rloo"), project.owner)
     grpo = data["charts"]["reward/mean"]["grpo"]
     assert grpo["runs"] == 4 and len(grpo["x"]) == 200
     assert grpo["mean"][0] == pytest.approx(0.6875) and grpo["low"][0] < 0.6875 < grpo["high"][0]
@@ -74,20 +79,22 @@ def test_groups_get_bands_and_the_table_its_statistics(project):
 
 def test_the_config_diff_shows_only_the_knobs_that_differ(project):
     runs = [make_run(project, "grpo", 0, lambda t: 0.1, 1), make_run(project, "gspo", 1, lambda t: 0.1, 1)]
-    diff = {row["knob"]: row for row in build_comparison(View(runs=[r.id for r in runs]))["diff"]}
+    diff = {row["knob"]: row for row in build_comparison(View(runs=[r.id for r in runs]), project.owner)["diff"]}
     assert diff["objective.name"]["values"] == {"grpo": "token-clip", "gspo": "sequence-clip"}
     assert "rollout.group_size" not in diff and "seed" in diff and "method" in diff
 
 
 def test_grouping_by_a_config_knob(project):
     runs = [make_run(project, "grpo", 0, lambda t: 0.1, 1, rollout={"group_size": g}) for g in (4, 8)]
-    data = build_comparison(View(runs=[r.id for r in runs], group="rollout.group_size"))
+    data = build_comparison(View(runs=[r.id for r in runs], group="rollout.group_size"), project.owner)
     assert [g["label"] for g in data["groups"]] == ["rollout.group_size=4", "rollout.group_size=8"]
 
 
 def test_individual_seeds_on_demand(project):
     runs = [make_run(project, "grpo", s, lambda t, s=s: 0.1 * s, 1) for s in range(2)]
-    chart = build_comparison(View(runs=[r.id for r in runs], metrics=["reward/mean"], seeds=True))["charts"]
+    chart = build_comparison(View(runs=[r.id for r in runs], metrics=["reward/mean"], seeds=True), project.owner)[
+        "charts"
+    ]
     assert [s["run"] for s in chart["reward/mean"]["grpo"]["seeds"]] == [r.id for r in runs]
 
 
@@ -118,6 +125,6 @@ def test_a_group_of_one_run_has_no_interval_and_the_payload_is_strict_json(proje
     import json
 
     run = make_run(project, "grpo", 0, lambda t: 0.5, 1, steps=10)
-    data = build_comparison(View(runs=[run.id], metrics=["reward/mean"]))
+    data = build_comparison(View(runs=[run.id], metrics=["reward/mean"]), project.owner)
     json.dumps(data, allow_nan=False)  # NaN is not JSON: browsers refuse it
     assert data["table"][0]["iqm_low"] is None and data["charts"]["reward/mean"]["grpo"]["low"] is None

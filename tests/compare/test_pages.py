@@ -10,6 +10,7 @@ import pytest
 from rolloutlab.metrics.ingest import write_points
 from rolloutlab.runs.models import Experiment, Run
 from tests.compare.test_comparison import make_run
+from tests.conftest import project_of
 from tests.forms import form_values
 
 pytestmark = pytest.mark.django_db
@@ -17,14 +18,13 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def no_dispatch(monkeypatch):
-    monkeypatch.setattr("rolloutlab.runs.services.dispatch", lambda run_id: None)
+    monkeypatch.setattr("rolloutlab.runs.services.submit", lambda run_id: None)
 
 
 @pytest.fixture
 def two_runs(alice):
-    from rolloutlab.runs.models import Project
 
-    project = Project.objects.create(name="p", owner=alice)
+    project = project_of(alice)
     return [make_run(project, m, 0, lambda t: t / 10, 100, steps=20) for m in ("grpo", "gspo")]
 
 
@@ -42,7 +42,7 @@ def test_a_bad_view_is_a_400_that_names_the_parameter(alice_client, two_runs):
     page = alice_client.get(f"/compare/?runs={two_runs[0].id}&x=hours")
     assert page.status_code == 400 and "x: one of step, tokens, seconds" in unescape(page.content.decode())
     data = alice_client.get("/api/compare?runs=999999")
-    assert data.status_code == 400 and "none of these runs exist" in data.json()["error"]
+    assert data.status_code == 404 and "no run #999999" in data.json()["error"]
 
 
 def test_csv_export_holds_every_point_with_its_counters(alice_client, two_runs):

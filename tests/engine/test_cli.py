@@ -39,9 +39,31 @@ def small_yaml(tmp_path):
 def test_methods_lists_every_preset_with_a_description():
     out = cli("methods")
     assert out.returncode == 0
-    lines = out.stdout.strip().splitlines()
+    lines = [line for line in out.stdout.strip().splitlines() if not line.startswith(" ")]  # indented: warnings
     assert [line.split()[0] for line in lines] == sorted(METHODS)
     assert all(len(line.split(None, 1)[1]) > 20 for line in lines)
+
+
+def warned(stdout: str) -> dict[str, list[str]]:
+    """preset -> the warnings printed under it."""
+    found, preset = {}, None
+    for line in stdout.splitlines():
+        if line.startswith(" "):
+            found[preset].append(line.strip())
+        else:
+            preset = line.split()[0]
+            found[preset] = []
+    return found
+
+
+def test_methods_warns_of_an_inert_clip_range_at_the_default_schedule_but_not_with_two_passes():
+    default = warned(cli("methods").stdout)
+    for preset in ("grpo", "gspo"):
+        assert default[preset] and default[preset][0].startswith("warning: objective.clip_low, objective.clip_high")
+    assert default["dots"] == []  # its replayed groups are older samples: their ratios are not 1
+    two_passes = cli("methods", "--set", "schedule.updates_per_batch=2")
+    assert two_passes.returncode == 0
+    assert all(not w for w in warned(two_passes.stdout).values())
 
 
 def test_run_writes_metrics_config_environment_and_checkpoint(small_yaml, tmp_path):

@@ -14,6 +14,14 @@ def test_defaults_validate_and_hash_is_stable():
     assert len(a.config_hash()) == 64
 
 
+def test_the_wall_time_limit_leaves_the_hash_alone():
+    """resources.wall_time_s bounds the execution, not the computation: hashes from before it still hold."""
+    pinned = "9d98294202d8c442c95cfad45c2bc3d4a90b9784f50acfc2ac0cdc6bd70368c8"  # RunConfig() at b9010cd
+    assert RunConfig().config_hash() == pinned
+    assert resolve({"resources": {"wall_time_s": 60}}).config_hash() == pinned
+    assert resolve({"resources": {"wall_time_s": 60}}).resources.wall_time_s == 60
+
+
 def test_hash_changes_with_any_knob():
     assert resolve({"seed": 1}).config_hash() != resolve({"seed": 2}).config_hash()
     assert resolve({"rollout": {"top_p": 0.9}}).config_hash() != RunConfig().config_hash()

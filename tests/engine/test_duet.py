@@ -9,7 +9,7 @@ from tests.engine.test_ragged import scored
 from workers.config import resolve
 from workers.errors import ConfigError
 from workers.pipeline.control import CONTROLLERS
-from workers.pipeline.generate import drop_aborted
+from workers.pipeline.generate.base import drop_aborted
 from workers.pipeline.history import PromptHistory
 from workers.pipeline.stages import Budget
 from workers.reporting import MemoryReporter

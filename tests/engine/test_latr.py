@@ -6,7 +6,7 @@ import torch
 from tests.conftest import small_config
 from tests.engine.test_resumable import teacher_forced
 from workers.config import resolve
-from workers.models import load_policy
+from workers.models.policy import load_policy
 from workers.pipeline.generate import GENERATORS
 from workers.pipeline.generate.latr import Branch
 from workers.pipeline.history import PromptHistory

@@ -159,7 +159,7 @@ def test_no_token_after_the_end_and_no_prompt_token_receives_gradient():
 
 
 def trainer_loss_inputs(trainer, logprobs, inputs):
-    from workers.pipeline.objective import aggregator
+    from workers.pipeline.objective.base import aggregator
     from workers.pipeline.stages import LossInputs
 
     mask = inputs["mask"]

@@ -7,7 +7,8 @@ import torch
 
 from tests.conftest import small_config
 from workers.errors import ConfigError
-from workers.models import check_model_source, load_policy
+from workers.models import check_model_source
+from workers.models.policy import load_policy
 from workers.models.tiny import char_tokenizer, warm_start
 from workers.reporting import MemoryReporter
 from workers.tasks import build_task
@@ -105,3 +106,14 @@ def test_the_tiny_char_tokenizer_round_trips_text():
 def test_a_model_name_that_is_no_directory_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="model.name: .* is neither 'tiny' nor a directory"):
         check_model_source(small_config(model={"name": str(tmp_path / "nothing")}))
+
+
+@pytest.mark.parametrize("hidden_size, layers, heads", [(32, 2, 2), (64, 3, 4)])
+def test_the_size_formula_counts_the_tiny_networks_parameters(hidden_size, layers, heads):
+    """The web side sizes a tiny model by formula (no torch there); it must be the network's real count."""
+    from workers.models.shape import VOCAB_SIZE, tiny_parameters
+    from workers.models.tiny import tiny_network
+
+    cfg = small_config(model={"hidden_size": hidden_size, "layers": layers, "heads": heads})
+    network = tiny_network(cfg, VOCAB_SIZE)
+    assert tiny_parameters(hidden_size, layers) == sum(p.numel() for p in network.parameters())

@@ -1,12 +1,15 @@
 """Objectives and aggregations against plain-loop references."""
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
 
 from workers.config import resolve
-from workers.pipeline.objective import OBJECTIVES, aggregator, k3_kl
+from workers.pipeline.objective import OBJECTIVES
+from workers.pipeline.objective.base import aggregator, k3_kl
 from workers.pipeline.stages import LossInputs
 
 gen = torch.Generator().manual_seed(0)
@@ -137,3 +140,35 @@ def test_k3_kl_stays_finite_when_the_policy_leaves_the_reference_far_behind():
     assert kl[0, 2] == 10 and kl[0, 3] == 10  # unclamped: exp(99.9) overflows float32 to inf
     kl.sum().backward()
     assert torch.isfinite(logprobs.grad).all()
+
+
+def gradient(method, new):
+    """d loss / d log pi of a preset's objective, at the new log-probabilities `new` (B, T)."""
+    cfg = resolve({"method": method})
+    new = new.clone().requires_grad_(True)
+    OBJECTIVES.get(cfg.objective.name)(cfg)(inputs(new, cfg.objective.aggregation)).loss.backward()
+    return new.grad
+
+
+def test_gspo_is_grpo_on_policy_and_differs_once_the_batch_is_reused():
+    """On-policy (one pass, one minibatch: pi = pi_old) GSPO's gradient is GRPO's, -A_i / (|y_i| B) on every token;
+    after an update (a second minibatch or pass: pi != pi_old) the sequence ratio and its clipping part them."""
+    torch.testing.assert_close(gradient("gspo", OLD), gradient("grpo", OLD))
+    after_an_update = OLD + 0.01 * (torch.arange(15, dtype=torch.float).view(3, 5) % 4 - 1.5)
+    assert not torch.allclose(gradient("gspo", after_an_update), gradient("grpo", after_an_update), atol=1e-4)
+
+
+PINNED = Path(__file__).with_name("data") / "preset_streams.json"
+
+
+def test_gspo_and_grpo_tiny_runs_agree_on_policy_and_part_when_a_batch_is_used_twice():
+    """The pinned tiny runs (tests/engine/test_pinned_streams.py): on-policy the two presets train the same
+    model to rounding (their clip statistics differ only by what they count); with two passes of two
+    minibatches the first step's gradient already differs."""
+    streams = json.loads(PINNED.read_text())["streams"]
+    ratio_stats = {"policy/clip_ratio/low", "policy/clip_ratio/high", "policy/sequence_ratio_mean"}
+    for grpo, gspo in zip(streams["grpo / on-policy"], streams["gspo / on-policy"]):
+        for name in set(grpo) - ratio_stats:
+            assert gspo[name] == pytest.approx(grpo[name], rel=1e-5, abs=1e-7), name
+    grpo, gspo = streams["grpo / two passes of two minibatches"][1], streams["gspo / two passes of two minibatches"][1]
+    assert gspo["optim/grad_norm"] != pytest.approx(grpo["optim/grad_norm"], rel=0.05)

@@ -10,7 +10,10 @@ to move a preset's stream, regenerate the file and say why in the commit:
 Float results on CPU depend on the kernels torch and MKL pick for the processor (AVX2 and
 AVX-512 sum in different orders). The streams are therefore computed in a child process held
 to the AVX2 kernels (ATEN_CPU_CAPABILITY, MKL_CBWR), which every x86-64 machine CI may land on
-has, so the pin holds on any of them.
+has, so the pin holds on any of them. The child also gets an empty model cache of its own:
+the tiny model's warm-started weights, cached earlier in the run by a test process on the
+AVX-512 kernels, would otherwise leak into the pin (CI saw exactly that: step 1's gradient norm
+2.70999 against the pinned 2.71004, reproduced here by sharing the cache).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from functools import cache
 from pathlib import Path
 
@@ -51,15 +55,16 @@ def all_streams() -> dict:
 
 @cache
 def computed() -> dict:
-    """Every stream, from one child process on the AVX2 kernels."""
-    out = subprocess.run(
-        [sys.executable, "-m", "tests.engine.test_pinned_streams", "--print"],
-        env={**os.environ, **KERNELS},
-        cwd=Path(__file__).parents[2],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    """Every stream, from one child process on the AVX2 kernels with a model cache of its own."""
+    with tempfile.TemporaryDirectory(prefix="pinned-cache-") as cache:
+        out = subprocess.run(
+            [sys.executable, "-m", "tests.engine.test_pinned_streams", "--print"],
+            env={**os.environ, **KERNELS, "ROLLOUTLAB_CACHE": cache},
+            cwd=Path(__file__).parents[2],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     return json.loads(out.stdout)
 
 

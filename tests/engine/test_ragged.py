@@ -7,7 +7,7 @@ import torch
 
 from tests.conftest import small_config
 from workers.config import resolve
-from workers.models import load_policy
+from workers.models.policy import load_policy
 from workers.pipeline.advantage import ADVANTAGES
 from workers.pipeline.batch import RolloutBatch
 from workers.pipeline.history import PromptHistory

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from tests.conftest import small_config
-from workers.models import load_policy
+from workers.models.policy import load_policy
 from workers.rollout import Prefix, SamplingParams, StopRule
 from workers.rollout.hf import HFBackend
 from workers.tasks import build_task

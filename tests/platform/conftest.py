@@ -1,8 +1,14 @@
-"""Fixtures of the platform tests: a small run config, the live stack (daphne, a Celery worker) and Chromium."""
+"""Fixtures of the platform tests: a small run config, the live stack (daphne, a Celery worker), Chromium,
+and the embedded mode's server (SQLite, no Redis)."""
 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
 
 import pytest
 
@@ -39,6 +45,9 @@ def stack(live_stack, transactional_db):
     """The live stack, with a database whose writes the other processes see."""
     if live_stack.worker.poll() is not None:  # a test killed it
         live_stack.start_worker()
+    if live_stack.web.poll() is not None:
+        live_stack.spawn_web()
+        live_stack.wait_http()
     return live_stack
 
 
@@ -70,3 +79,33 @@ def page(chromium, stack, tmp_path):
     yield page
     context.close()
     assert not failures, failures
+
+
+@pytest.fixture
+def embedded(tmp_path):
+    """daphne in the embedded mode on a fresh SQLite file, with the user erin: (its URL, tmp_path)."""
+    from tests.platform.live import ROOT, free_port
+
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "SECRET_KEY")}
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    env.update(SQLITE_PATH=str(tmp_path / "db.sqlite3"), STORAGE_ROOT=str(tmp_path / "storage"), PYTHONUNBUFFERED="1")
+    manage = [sys.executable, "manage.py"]
+    subprocess.run([*manage, "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    subprocess.run([*manage, "demo_user", "--username", "erin", "--password", "erin"], cwd=ROOT, env=env, check=True)
+    port = free_port()
+    log = open(tmp_path / "daphne.log", "wb")
+    command = [sys.executable, "-m", "daphne", "-p", str(port), "rolloutlab.asgi:application"]
+    server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(url + "/login/", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.2)
+    yield url, tmp_path
+    os.killpg(server.pid, signal.SIGTERM)
+    server.wait(timeout=15)
+    text = (tmp_path / "daphne.log").read_text(errors="replace")
+    assert "Internal Server Error" not in text, text[-3000:]

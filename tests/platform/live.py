@@ -37,21 +37,39 @@ def test_database_url() -> str:
 
 
 class Stack:
-    def __init__(self):
+    """By default on the test database and the test Redis; a test may give its own (tests/platform/throwaway.py),
+    extra environment, and modules for the worker to import (`celery worker --include`)."""
+
+    def __init__(self, database_url: str | None = None, redis_url: str | None = None, env: dict | None = None,
+                 worker_include: str = "", name: str = ""):  # fmt: skip
         LOGS.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {**os.environ, "DATABASE_URL": test_database_url(), "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO"}
+        self.env = {**os.environ, "DATABASE_URL": database_url or test_database_url(), "PYTHONUNBUFFERED": "1",
+                    "LOG_LEVEL": "INFO", **(env or {})}  # fmt: skip
+        if redis_url:
+            self.env["REDIS_URL"] = redis_url
         self.env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # the servers keep Django's guard
+        self.redis_url, self.worker_include, self.name = redis_url, worker_include, name
         self.web = self.worker = None
         self.worker_count = 0
 
     def start(self) -> Stack:
-        self.web = self.spawn("daphne", [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
-                                         "rolloutlab.asgi:application"])  # fmt: skip
+        self.spawn_web()
         self.start_worker()
         self.wait_http()
         return self
+
+    def spawn_web(self) -> None:
+        """Start daphne on the stack's port (again, after kill_web); wait_http() waits for it to answer."""
+        address = ["-b", "127.0.0.1", "-p", str(self.port)]
+        command = [sys.executable, "-m", "daphne", *address, "rolloutlab.asgi:application"]
+        self.web = self.spawn(f"{self.name}daphne", command)
+
+    def kill_web(self) -> None:
+        """kill -9 the web server, mid-request or not."""
+        os.killpg(self.web.pid, signal.SIGKILL)
+        self.web.wait(timeout=10)
 
     def spawn(self, name: str, command: list[str]) -> subprocess.Popen:
         log = open(LOGS / f"{name}.log", "ab")
@@ -60,21 +78,29 @@ class Stack:
 
     def start_worker(self) -> None:
         self.worker_count += 1
-        self.worker = self.spawn("worker", [
-            sys.executable, "-m", "celery", "-A", "rolloutlab", "worker", "-Q", "cpu", "-P", "solo", "-c", "1",
-            "-n", f"test-worker-{self.worker_count}@%h", "--without-gossip", "--without-mingle", "-l", "info",
+        include = ["--include", self.worker_include] if self.worker_include else []
+        self.worker = self.spawn(f"{self.name}worker", [
+            sys.executable, "-m", "celery", "-A", "rolloutlab", "worker", "-Q", "cpu", "-P", "prefork", "-c", "1",
+            "--max-tasks-per-child", "1", "-n", f"test-worker-{self.worker_count}@%h", "--without-gossip",
+            "--without-mingle", "-l", "info",  # as compose.yaml runs it
+            *include,
         ])  # fmt: skip
         self.wait_worker()
 
     def wait_worker(self, seconds: float = 60) -> None:
+        from celery import Celery
+
         from rolloutlab.celery import app
+
+        if self.redis_url:  # the worker listens on a broker of the test's own
+            app = Celery(broker=self.redis_url)
 
         deadline = time.time() + seconds
         while time.time() < deadline:
             replies = app.control.ping(timeout=0.5) or []
             if any(f"test-worker-{self.worker_count}@" in name for reply in replies for name in reply):
                 return
-        raise RuntimeError(f"the Celery worker did not come up; see {LOGS / 'worker.log'}")
+        raise RuntimeError(f"the Celery worker did not come up; see {LOGS / (self.name + 'worker.log')}")
 
     def kill_worker(self) -> None:
         """kill -9 the worker: its process and nothing gentler."""
@@ -89,7 +115,7 @@ class Stack:
                 return
             except OSError:
                 time.sleep(0.2)
-        raise RuntimeError(f"daphne did not answer; see {LOGS / 'daphne.log'}")
+        raise RuntimeError(f"daphne did not answer; see {LOGS / (self.name + 'daphne.log')}")
 
     def api(self, token: str, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
         data = json.dumps(body).encode() if body is not None else None
@@ -111,7 +137,8 @@ class Stack:
                     os.killpg(proc.pid, signal.SIGKILL)
 
     def server_errors(self) -> list[str]:
-        text = (LOGS / "daphne.log").read_text(errors="replace") if (LOGS / "daphne.log").exists() else ""
+        log = LOGS / f"{self.name}daphne.log"
+        text = log.read_text(errors="replace") if log.exists() else ""
         return [line for line in text.splitlines() if "Internal Server Error" in line or " 500 " in line]
 
 

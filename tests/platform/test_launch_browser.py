@@ -1,4 +1,4 @@
-"""In Chromium: a pipeline stage shows the knobs of the component chosen, and only those."""
+"""In Chromium: a pipeline stage shows the knobs of the component chosen, and only those; warnings follow edits."""
 
 import pytest
 
@@ -17,3 +17,15 @@ def test_choosing_a_stage_component_shows_its_knobs_and_hides_the_others(page, a
     assert page.is_visible("[name='filter.overlong']")  # every filter owns it
     page.select_option("[name='filter.name']", "dynamic-sampling")
     assert page.is_visible("[name='filter.max_rounds']")
+
+
+def test_the_inert_knob_warning_follows_the_schedule_as_it_is_edited(page, alice, stack):
+    log_in(page, "alice", "alice-password")
+    page.goto("/runs/launch/?method=gspo")
+    assert page.is_visible("#schedule-warnings") and "cannot act" in page.inner_text("#schedule-warnings")
+    page.fill("[name='schedule.updates_per_batch']", "2")
+    page.dispatch_event("[name='schedule.updates_per_batch']", "change")
+    page.wait_for_selector("#schedule-warnings", state="hidden")
+    page.fill("[name='schedule.updates_per_batch']", "1")
+    page.dispatch_event("[name='schedule.updates_per_batch']", "change")
+    page.wait_for_selector("#schedule-warnings li.warning", state="visible")

@@ -1,9 +1,11 @@
 """The launch page: a form generated from RunConfig's JSON Schema, errors shown beside their fields."""
 
 import pytest
+from django.test import Client
 from django.utils.html import escape
 
-from rolloutlab.runs.models import Project, Run
+from rolloutlab.runs.models import Run
+from tests.conftest import project_of
 from tests.forms import form_values
 from workers.config import METHODS
 
@@ -12,7 +14,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def no_dispatch(monkeypatch):
-    monkeypatch.setattr("rolloutlab.runs.services.dispatch", lambda run_id: None)
+    monkeypatch.setattr("rolloutlab.runs.services.submit", lambda run_id: None)
 
 
 def launch_form(client, query=""):
@@ -71,7 +73,7 @@ def test_it_prefills_from_an_existing_run(alice_client):
 
 
 def test_the_runs_list_sorts_by_any_final_metric(alice_client, alice):
-    project = Project.objects.create(name="p", owner=alice)
+    project = project_of(alice)
     for name, value in (("low", 0.1), ("high", 0.9), ("none", None)):
         summary = {} if value is None else {"policy/entropy": value}
         Run.objects.create(project=project, name=name, owner=alice, config={}, config_hash="0" * 64, summary=summary)
@@ -116,3 +118,37 @@ def test_every_method_card_is_served_rendered(alice_client, name):
 def test_a_card_that_is_no_method_is_a_404(alice_client):
     assert alice_client.get("/runs/methods/..%2Fdeploy/").status_code == 404
     assert alice_client.get("/runs/methods/nothing/").status_code == 404
+
+
+def test_the_page_warns_beside_the_form_of_a_clip_range_one_pass_leaves_inert(alice_client):
+    page = alice_client.get("/runs/launch/?method=gspo").content.decode()
+    assert 'id="schedule-warnings"' in page and "objective.clip_low, objective.clip_high: cannot act" in page
+    assert page.index('id="schedule-warnings"') < page.index('id="launch-form"')
+
+
+def test_the_warning_goes_with_two_passes_and_never_stops_a_launch(alice_client):
+    values = launch_form(alice_client, "?method=grpo")
+    for passes in ("1", "2"):
+        values["schedule.updates_per_batch"], values["name"] = passes, f"passes-{passes}"
+        assert alice_client.post("/runs/launch/", values).status_code == 302  # a warning is not an error
+    one, two = (Run.objects.get(name=f"passes-{p}") for p in "12")
+    assert "cannot act" in alice_client.get(f"/runs/launch/?from={one.id}").content.decode()
+    assert (
+        '<aside class="warnings" id="schedule-warnings" hidden>'
+        in alice_client.get(f"/runs/launch/?from={two.id}").content.decode()
+    )
+    values["schedule.updates_per_batch"], values["optimizer.lr"] = "1", "-1"
+    page = alice_client.post("/runs/launch/", values).content.decode()
+    assert 'data-field="optimizer.lr"' in page and "cannot act" not in page  # an invalid config: errors only
+
+
+def test_the_warnings_follow_the_form_as_it_is_edited(alice_client):
+    values = launch_form(alice_client, "?method=gspo")
+    warned = alice_client.post("/runs/launch/warnings/", values).json()["warnings"]
+    assert len(warned) == 1 and warned[0].startswith("objective.clip_low, objective.clip_high: cannot act")
+    values["schedule.minibatches"] = "2"
+    assert alice_client.post("/runs/launch/warnings/", values).json() == {"warnings": []}
+    values["schedule.minibatches"], values["reward.weights"] = "1", "{not json"
+    assert alice_client.post("/runs/launch/warnings/", values).json() == {"warnings": []}  # errors are the form's
+    assert Run.objects.count() == 0
+    assert Client().post("/runs/launch/warnings/", values).status_code == 302  # anonymous: to the login

@@ -97,6 +97,26 @@ def test_cancel_stops_a_running_run_within_5_seconds_and_the_worker_takes_the_ne
     print(f"cancel took {took:.2f} s")
 
 
+@pytest.mark.parametrize(
+    "phase, config",
+    [
+        # a warm-start of a minute: a fresh init_seed, so no cached model skips it
+        ("warm-up", {**LONG_RUN, "model": {**SMALL_RUN["model"], "warmup_steps": 50_000, "init_seed": 7919}}),
+        # an evaluation of 100,000 sampled completions before the first step
+        ("evaluation", {**LONG_RUN, "eval": {"every": 1, "size": 100, "k": 1, "samples": 1000}}),
+    ],
+)
+def test_cancel_within_5_seconds_holds_inside_a_long_phase(stack, token, phase, config):
+    run_id = launch(stack, token, config, f"long {phase}")
+    wait_until(lambda: state_of(run_id) == "running", 120, what="the worker to start the run")
+    time.sleep(2)  # well inside the phase: no step has been reported yet
+    assert Run.objects.get(id=run_id).step == 0, f"the {phase} ended before the cancel could test it"
+    asked = time.time()
+    assert stack.api(token, "POST", f"/api/runs/{run_id}/cancel")[0] == 200
+    wait_until(lambda: state_of(run_id) == "cancelled", 5, what=f"cancelled within 5 s during the {phase}")
+    print(f"cancel during the {phase} took {time.time() - asked:.2f} s")
+
+
 def test_a_killed_worker_leaves_its_run_lost_with_its_committed_metrics(stack, token, page, alice):
     run_id = launch(stack, token, LONG_RUN, "to lose")
     wait_until(lambda: Run.objects.get(id=run_id).step >= 3, 180, what="the run to train")

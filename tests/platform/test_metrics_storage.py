@@ -10,7 +10,8 @@ from django.db import IntegrityError
 from rolloutlab.metrics.ingest import bucket_rows, copy_payload, write_points
 from rolloutlab.metrics.models import BUCKET_STEPS, MetricBucket, MetricPoint
 from rolloutlab.metrics.series import points_after, read_series, run_keys
-from rolloutlab.runs.models import Project, Run
+from rolloutlab.runs.models import Run
+from tests.conftest import project_of
 
 pytestmark = pytest.mark.django_db
 
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def run():
     user = get_user_model().objects.create_user("writer")
-    project = Project.objects.create(name="p", owner=user)
+    project = project_of(user)
     return Run.objects.create(project=project, name="r", owner=user, config={}, config_hash="0" * 64)
 
 
@@ -32,7 +33,7 @@ def test_points_are_written_and_read_back_exactly(run):
     assert MetricPoint.objects.filter(run=run).count() == 5
     series = read_series(run.id, ["reward/mean", "missing"], max_points=100)
     assert series == {"reward/mean": {"step": [0, 1, 2], "value": [0.5, 0.25, 0.75], "low": [0.5, 0.25, 0.75],
-                                      "high": [0.5, 0.25, 0.75], "downsampled": False}}  # fmt: skip
+                                      "high": [0.5, 0.25, 0.75], "downsampled": False, "nonfinite": []}}  # fmt: skip
     assert run_keys(run.id) == ["policy/loss", "reward/mean"]
 
 
@@ -62,7 +63,46 @@ def test_bucket_rows_match_a_plain_loop():
 def test_the_copy_payload_is_postgres_binary_format():
     payload = copy_payload(3, np.array([5]), np.array([7]), np.array([0.5]), np.array([1.0]))
     assert payload.startswith(b"PGCOPY\n\xff\r\n\x00") and payload.endswith(b"\xff\xff")
-    assert len(payload) == 19 + 2 + 5 * 4 + 8 + 8 + 4 + 8 + 8 + 2
+    assert len(payload) == 19 + 2 + 6 * 4 + 8 + 8 + 4 + 8 + 8 + 2 + 2
+
+
+def test_a_non_finite_value_is_a_null_row_in_the_copy_payload():
+    payload = copy_payload(3, np.array([5]), np.array([7]), np.array([math.nan]), np.array([1.0]))
+    assert len(payload) == 19 + 2 + 6 * 4 + 8 + 8 + 4 + 8 + 2 + 2  # no value bytes
+    assert b"\xff\xff\xff\xff" in payload  # the value's length is -1: NULL
+
+
+def test_non_finite_values_are_stored_as_null_with_their_kind_and_read_back_flagged(run):
+    write_series(run, "policy/loss", [1.0, math.nan, 3.0, math.inf, -math.inf, 2.0])
+    stored = list(MetricPoint.objects.filter(run=run).order_by("step").values_list("step", "value", "kind"))
+    assert stored == [(0, 1.0, 0), (1, None, 1), (2, 3.0, 0), (3, None, 2), (4, None, 3), (5, 2.0, 0)]
+    series = read_series(run.id, ["policy/loss"])["policy/loss"]
+    assert series["value"] == [1.0, None, 3.0, None, None, 2.0]
+    assert series["nonfinite"] == [[1, "nan"], [3, "+inf"], [4, "-inf"]]
+    bucket = MetricBucket.objects.get(run=run)  # the aggregates hold the finite values only
+    assert (bucket.count, bucket.total, bucket.low, bucket.high) == (3, 6.0, 1.0, 3.0)
+    assert points_after(run.id, {"policy/loss": 2}) == {"policy/loss": [[3, None, "+inf"], [4, None, "-inf"], [5, 2.0]]}
+
+
+def test_a_downsampled_series_still_lists_its_non_finite_points(run):
+    values = [float(i % 7) for i in range(5_000)]
+    values[1234] = math.nan
+    write_series(run, "k", values)
+    series = read_series(run.id, ["k"], max_points=100)["k"]
+    assert series["downsampled"] and len(series["step"]) <= 100
+    assert series["nonfinite"] == [[1234, "nan"]]
+    assert all(v is not None and math.isfinite(v) for v in series["value"])
+
+
+def test_a_write_that_skips_stored_points_is_idempotent(run):
+    write_series(run, "k", [1.0, 2.0])
+    written = write_points(run.id, [("k", 1, 2.0, 0.0), ("k", 2, math.nan, 0.0), ("j", 1, 5.0, 0.0)],
+                           skip_stored=True)  # fmt: skip
+    assert written == 2  # (k, 1) was there already
+    stored = MetricPoint.objects.filter(run=run).order_by("key__name", "step")
+    assert list(stored.values_list("key__name", "step", "kind")) == [("j", 1, 0), ("k", 0, 0), ("k", 1, 0), ("k", 2, 1)]
+    assert write_points(run.id, [("k", 2, math.nan, 0.0), ("j", 1, 5.0, 0.0)], skip_stored=True) == 0
+    assert sorted(MetricBucket.objects.filter(run=run).values_list("count", flat=True)) == [1, 2]
 
 
 def test_a_duplicate_point_is_refused_and_nothing_of_its_batch_is_kept(run):

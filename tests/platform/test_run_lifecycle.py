@@ -8,9 +8,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from rolloutlab.metrics.models import MetricPoint
-from rolloutlab.runs import services
-from rolloutlab.runs.models import Artifact, LogLine, Project, Run, Sample, State, Transition
+from rolloutlab.runs import lifecycle, services
+from rolloutlab.runs.models import Artifact, LogLine, Run, Sample, State, Transition
 from rolloutlab.runs.reporter import PlatformReporter
+from tests.conftest import project_of
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the reporter writes from its own thread
 
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.django_db(transaction=True)  # the reporter writes from
 @pytest.fixture
 def run():
     user = get_user_model().objects.create_user("carol")
-    project = Project.objects.create(name="p", owner=user)
+    project = project_of(user)
     return Run.objects.create(project=project, name="r", owner=user, config={}, config_hash="0" * 64, total_steps=10)
 
 
@@ -27,8 +28,8 @@ def states(run):
 
 
 def test_allowed_transitions_are_recorded_with_time_and_cause(run):
-    assert services.transition(run.id, State.RUNNING, "started on host-a")
-    assert services.transition(run.id, State.SUCCEEDED, "10 steps")
+    assert lifecycle.transition(run.id, State.RUNNING, "started on host-a")
+    assert lifecycle.transition(run.id, State.SUCCEEDED, "10 steps")
     run.refresh_from_db()
     assert run.state == "succeeded" and run.started_at and run.finished_at >= run.started_at
     assert states(run) == [("queued", "running"), ("running", "succeeded")]
@@ -36,10 +37,10 @@ def test_allowed_transitions_are_recorded_with_time_and_cause(run):
 
 
 def test_a_final_state_is_final(run):
-    services.transition(run.id, State.RUNNING)
-    services.transition(run.id, State.LOST, "no heartbeat")
-    assert not services.transition(run.id, State.SUCCEEDED, "late")
-    assert not services.transition(run.id, State.RUNNING, "redelivered")
+    lifecycle.transition(run.id, State.RUNNING)
+    lifecycle.transition(run.id, State.LOST, "no heartbeat")
+    assert not lifecycle.transition(run.id, State.SUCCEEDED, "late")
+    assert not lifecycle.transition(run.id, State.RUNNING, "redelivered")
     run.refresh_from_db()
     assert run.state == "lost"
 
@@ -48,18 +49,18 @@ def test_a_run_without_heartbeat_becomes_lost_and_a_beating_one_does_not(run, se
     # One transaction: the live stack's lost-run monitor, another process on this database,
     # must not see the stale run before this test's own check takes it.
     with transaction.atomic():
-        services.transition(
+        lifecycle.transition(
             run.id, State.RUNNING, heartbeat_at=timezone.now() - timedelta(seconds=settings.HEARTBEAT_TIMEOUT_S + 1)
         )
         other = Run.objects.create(project=run.project, name="alive", owner=run.owner, config={}, config_hash="1" * 64)
-        services.transition(other.id, State.RUNNING, heartbeat_at=timezone.now())
-        assert services.mark_lost_runs() == [run.id]
+        lifecycle.transition(other.id, State.RUNNING, heartbeat_at=timezone.now())
+        assert lifecycle.mark_lost_runs() == [run.id]
     run.refresh_from_db(), other.refresh_from_db()
     assert run.state == "lost" and "no heartbeat" in run.detail and other.state == "running"
 
 
 def test_the_reporter_writes_everything_the_trainer_reports(run, tmp_path):
-    services.transition(run.id, State.RUNNING)
+    lifecycle.transition(run.id, State.RUNNING)
     reporter = PlatformReporter(run.id)
     for step in range(1, 4):
         reporter.metrics(step, {"reward/mean": step / 10, "counters/wall_s": float(step)})
@@ -79,7 +80,7 @@ def test_the_reporter_writes_everything_the_trainer_reports(run, tmp_path):
 
 
 def test_should_stop_follows_the_cancel_request(run):
-    services.transition(run.id, State.RUNNING)
+    lifecycle.transition(run.id, State.RUNNING)
     reporter = PlatformReporter(run.id)
     assert not reporter.should_stop()
     assert services.request_cancel(run, run.owner)

@@ -10,8 +10,9 @@ from django.db import connections
 
 from rolloutlab.metrics.ingest import write_points
 from rolloutlab.metrics.realtime import notify, run_group
-from rolloutlab.metrics.routing import websocket_urlpatterns
-from rolloutlab.runs.models import Project, Run
+from rolloutlab.runs.models import Run
+from rolloutlab.runs.routing import websocket_urlpatterns
+from tests.conftest import project_of
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 
@@ -26,7 +27,7 @@ async def close_worker_thread_connections():
 
 def make_run():
     user = get_user_model().objects.create_user("dave")
-    project = Project.objects.create(name="p", owner=user)
+    project = project_of(user)
     return user, Run.objects.create(project=project, name="r", owner=user, config={}, config_hash="0" * 64)
 
 

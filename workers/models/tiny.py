@@ -19,11 +19,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from workers.models import Policy
-
-SPECIALS = ["<pad>", "<bos>", "<eos>", "<unk>"]
-CHARSET = [chr(c) for c in range(32, 127)] + ["\n"]  # printable ASCII and newline
-MAX_POSITIONS = 512
+from workers import stopping
+from workers.models.policy import Policy
+from workers.models.shape import CHARSET, MAX_POSITIONS, SPECIALS
 
 
 def cache_root() -> Path:
@@ -121,6 +119,7 @@ def warm_start(model, tokenizer, task, cfg) -> None:
     )
     model.train()
     for _ in range(m.warmup_steps):
+        stopping.checkpoint()
         inputs, labels = sft_batch(tokenizer, task.warmup_pairs(m.warmup_batch_size, rng))
         loss = model(input_ids=inputs, labels=labels).loss
         loss.backward()

@@ -49,6 +49,9 @@ class RolloutBatch:
     weights: torch.Tensor | None = None  # (N,) importance weight of each sample's loss (None: all 1)
     token_mask: torch.Tensor | None = None  # (N, T) bool: tokens that may carry gradient (set by the advantage)
     decoded_tokens: float | None = None  # tokens the sampler decoded for this batch, if not its completions' lengths
+    # (N, T) the reference policy's log-probabilities of the completion tokens (0 off the completion); filled by
+    # the trainer before the advantage stage only when a component declares needs=("ref_logprobs",)
+    ref_logprobs: torch.Tensor | None = None
 
     @property
     def decoded(self) -> float:
@@ -184,6 +187,7 @@ class RolloutBatch:
             token_mask=pick(self.token_mask),
             weights=pick(self.weights),
             notes=[dict(self.notes[r]) for r in rows.tolist()],
+            ref_logprobs=pick(self.ref_logprobs),
         )
 
     @staticmethod
@@ -224,4 +228,5 @@ class RolloutBatch:
             decoded_tokens=(
                 None if all(b.decoded_tokens is None for b in batches) else sum(b.decoded for b in batches)
             ),
+            ref_logprobs=cat([None if b.ref_logprobs is None else pad(b.ref_logprobs) for b in batches]),
         )

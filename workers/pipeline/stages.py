@@ -1,4 +1,4 @@
-"""The protocol of each pipeline stage, and the context a stage is called with.
+"""The protocol of each pipeline stage, the context a stage is called with, and `build_stages`.
 
 Every component of a stage takes the same arguments, so the trainer has one
 call site per stage and never assembles arguments by method.
@@ -12,6 +12,7 @@ from typing import Protocol
 
 import torch
 
+from workers.pipeline import STAGES
 from workers.pipeline.batch import RolloutBatch
 from workers.pipeline.history import PromptHistory
 from workers.tasks import Example
@@ -163,12 +164,17 @@ class LossInputs:
     advantages: torch.Tensor  # (B,) per sample, or (B, T) per token
     mask: torch.Tensor  # (B, T) 1 on completion tokens of samples in the loss
     aggregate: Callable[[torch.Tensor], torch.Tensor]  # (B, T) token values -> scalar, per objective.aggregation
+    # (B, T) the rollout backend's log-probabilities; old_logprobs are the trainer's own when it recomputes
+    # them (objective.old_logprobs), else these same numbers. None: the same as old_logprobs.
+    sampler_logprobs: torch.Tensor | None = None
+    group: torch.Tensor | None = None  # (B,) long: the group (prompt) of every row; None: one group
 
 
 @dataclass
 class LossOutput:
     loss: torch.Tensor  # scalar
     stats: dict[str, float]  # e.g. policy/clip_ratio/low
+    step_scale: float = 1.0  # the trainer multiplies this optimizer step's learning rate by it
 
 
 class ObjectiveStage(Protocol):
@@ -183,3 +189,9 @@ class Stages:
     replay: ReplayStage
     advantage: AdvantageStage
     objective: ObjectiveStage
+
+
+def build_stages(cfg) -> Stages:
+    """The config's component of every stage, built: `get` imports each component's code here, on the worker."""
+    built = {stage: registry.get(getattr(cfg, stage).name)(cfg) for stage, registry in STAGES.items()}
+    return Stages(**built)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from workers import stopping
 from workers.rollout import BACKENDS, Generations, Partial, SamplingParams, StopRule
 
 
@@ -90,6 +91,7 @@ class HFBackend:
         emitted = torch.zeros(rows, dtype=torch.long, device=device)  # tokens each row produced here
         wants_hidden = bool(stop and stop.wants_hidden)
         for t in range(max(int(budget.max()), 0)):
+            stopping.checkpoint()  # a long generation obeys a cancel within the token
             finished |= budget <= t  # a row at its length limit stops here
             if bool(finished.all()):
                 break

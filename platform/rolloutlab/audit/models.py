@@ -12,6 +12,11 @@ class AuditRecord(models.Model):
     run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="audit")
     record = models.JSONField()
     imported_from = models.CharField(max_length=64, blank=True, help_text="sha256 of the bundle it came from")
+    signer = models.CharField(
+        max_length=44, blank=True, help_text="The public key whose valid signature the bundle carried (base64)"
+    )
+    signer_trusted = models.BooleanField(default=False, help_text="The signer is this deployment or one it trusts")
+    provenance = models.CharField(max_length=300, blank=True, help_text="How the imported bundle's origin was judged")
     created_at = models.DateTimeField(auto_now_add=True)
 
 

@@ -5,18 +5,24 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from rolloutlab.accounts import activity
 from rolloutlab.audit.models import AuditRecord, Verification
+from rolloutlab.audit.signing import deployment_key, trusted_keys
+from rolloutlab.inputs import UserInputError
 from rolloutlab.metrics.ingest import write_columns
 from rolloutlab.metrics.models import MetricKey, MetricPoint
 from rolloutlab.metrics.realtime import notify
 from rolloutlab.runs import services as runs
 from rolloutlab.runs.models import FINAL_STATES, Artifact, Project, Run, Sample, State, Transition
+from workers import bundle as bundles
 from workers.audit import compare_streams, diff_records
-from workers.bundle import Bundle, read_bundle, write_bundle
+from workers.bundle import Bundle, BundleError, Limits, public_key_text, read_bundle, trusted, write_bundle
 from workers.config import RunConfig
+from workers.errors import ConfigError
 
 
 def keep_record(run_id: int, path: str, kind: str) -> None:
@@ -49,10 +55,11 @@ def compare_runs(original_id: int, rerun_id: int) -> dict:
 def verify(run: Run, user) -> Verification:
     """Rerun the run with its exact config; the comparison is made when the rerun ends."""
     if run.state != State.SUCCEEDED:
-        raise ValueError(f"only a succeeded run can be verified; this one is {run.state}")
+        raise UserInputError(f"only a succeeded run can be verified; this one is {run.state}", status=409)
     with transaction.atomic():
         rerun = runs.rerun(run, user)
         Run.objects.filter(id=rerun.id).update(name=f"{run.name} (verify)")
+        activity.note(user, "verified", run.project, activity.run_subject(run))
         return Verification.objects.create(original=run, rerun=rerun, requested_by=user)
 
 
@@ -67,6 +74,8 @@ def complete_verification(rerun_id: int) -> Verification | None:
         verification.result = compare_runs(verification.original_id, rerun_id)
     verification.compared_at = timezone.now()
     verification.save(update_fields=["result", "compared_at"])
+    if verification.result.get("identical"):  # reproduced here: an unsigned import has earned its place
+        Run.objects.filter(id=verification.original_id).update(unverified=False)
     notify(verification.original_id, {"kind": "verification", "rerun": rerun_id, "verdict": verification.verdict})
     return verification
 
@@ -94,29 +103,65 @@ def export_bundle(run: Run, path) -> str:
     record["run"] = {"name": run.name, "method": run.method, "seed": run.seed, "state": run.state, "steps": run.step}
     artifacts = [{"path": a.path, "kind": a.kind, "sha256": a.sha256} for a in run.artifacts.all()]
     samples = [{"step": s.step, **s.data} for s in run.samples.all()]
-    return write_bundle(path, config=run.config, record=record, metrics=metrics, samples=samples, artifacts=artifacts)
+    # an unverified import is passed on unsigned: signing it here would vouch for what no trusted key did
+    key = None if run.unverified else deployment_key()
+    return write_bundle(path, config=run.config, record=record, metrics=metrics, samples=samples,
+                        artifacts=artifacts, key=key)  # fmt: skip
 
 
-def import_bundle(source, user, project_name: str = "imported") -> Run:
-    """A bundle as a run of this platform: checked first (BundleError if altered), then recorded whole."""
-    bundle = read_bundle(source)
-    cfg = RunConfig.model_validate(bundle.config)
-    about = bundle.record.get("run", {})
+def import_limits() -> Limits:
+    return Limits(
+        max_bytes=settings.BUNDLE_MAX_BYTES, max_members=settings.BUNDLE_MAX_MEMBERS,
+        max_member_bytes=settings.BUNDLE_MAX_MEMBER_BYTES, max_total_bytes=settings.BUNDLE_MAX_TOTAL_BYTES,
+        max_ratio=settings.BUNDLE_MAX_RATIO,
+    )  # fmt: skip
+
+
+def imported_config(bundle: Bundle) -> RunConfig:
+    """The bundle's config under this deployment's rules: valid knobs, data paths inside DATA_ROOTS.
+
+    The run ceilings are left to a rerun (Verify): an imported run does not execute here."""
+    try:
+        return runs.validate_config(bundle.config, ceilings=False)
+    except ConfigError as exc:
+        where = "; ".join(f"{field}: {message}" for field, message in exc.fields.items()) or str(exc)
+        raise BundleError(f"config.yaml: {where}") from None
+
+
+def provenance(bundle: Bundle) -> tuple[bool, str]:
+    """(verified, why): verified only for a valid signature by this deployment's key or one it trusts."""
+    if trusted(bundle, trusted_keys()):
+        own = bundle.signer == public_key_text(deployment_key())
+        by = "this deployment" if own else f"trusted key {bundles.key_id(bundle.signer)}"
+        return True, f"verified: signed by {by}"
+    if bundle.signer:
+        return False, f"unverified: signed by key {bundles.key_id(bundle.signer)}, which this deployment does not trust"
+    return False, f"unverified: {bundle.signature_problem}"
+
+
+def import_bundle(source, user, project: Project) -> Run:
+    """A bundle as a run of this platform: checked first (BundleError if over a limit, malformed or altered),
+    then recorded whole; one no trusted key signed is marked unverified until Verify reproduces it."""
+    bundle = read_bundle(source, import_limits())
+    cfg = imported_config(bundle)
+    verified, judged = provenance(bundle)
+    about = bundle.record.get("run") or {}
     with transaction.atomic():
-        project, _ = Project.objects.get_or_create(name=project_name[:100] or "imported", defaults={"owner": user})
         run = Run.objects.create(
             project=project, name=f"{about.get('name') or cfg.method or 'run'} (imported)", owner=user,
             config=cfg.model_dump(mode="json"), config_hash=cfg.config_hash(), method=cfg.method or "",
             task=cfg.task.name, seed=cfg.seed, state=about.get("state") or State.SUCCEEDED,
-            total_steps=cfg.schedule.steps, finished_at=timezone.now(),
+            total_steps=cfg.schedule.steps, finished_at=timezone.now(), unverified=not verified,
         )  # fmt: skip
         Transition.objects.create(run=run, from_state="", to_state=run.state,
-                                  cause=f"imported from bundle {bundle.sha256[:16]} by {user}")  # fmt: skip
+                                  cause=f"imported from bundle {bundle.sha256[:16]} by {user} ({judged})")  # fmt: skip
         store_metrics(run, bundle)
         Sample.objects.bulk_create([Sample(run=run, step=s.pop("step", 0), data=s) for s in bundle.samples])
         Artifact.objects.bulk_create([Artifact(run=run, kind=a.get("kind", ""), path=a.get("path", ""),
                                                sha256=a.get("sha256", "")) for a in bundle.artifacts])  # fmt: skip
-        AuditRecord.objects.create(run=run, record=bundle.record, imported_from=bundle.sha256)
+        AuditRecord.objects.create(run=run, record=bundle.record, imported_from=bundle.sha256,
+                                   signer=bundle.signer or "", signer_trusted=verified, provenance=judged)  # fmt: skip
+        activity.note(user, "imported", project, f"{activity.run_subject(run)} from bundle {bundle.sha256[:16]}")
     return run
 
 

@@ -9,18 +9,23 @@ from __future__ import annotations
 import csv
 import io
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from django.db import connection
 
-from rolloutlab.compare.service import group_runs, select_runs
-from rolloutlab.compare.view import View
+from rolloutlab.compare.permalink import View
+from rolloutlab.compare.service import group_runs
 from rolloutlab.metrics.models import MetricKey, MetricPoint
+from rolloutlab.runs.models import Run
 
 COLUMNS = ["run", "run_name", "group", "metric", "step", "value", "rollout_tokens", "wall_s"]
 
 
-def rows(view: View):
-    """Every point of the selected metrics, with the counters of its step, ordered by run, metric, step."""
-    runs = select_runs(view)
+def rows(view: View, runs: list[Run]):
+    """Every point of the selected metrics, with the counters of its step, ordered by run, metric, step.
+
+    `runs` are select_runs's, chosen before a streamed response starts, so a run the user may not
+    see is a 404 and never an error in the middle of a download."""
     label = {r.id: g for g, members in group_runs(runs, view.group).items() for r in members}
     names = {r.id: r.name for r in runs}
     keys = dict(MetricKey.objects.filter(name__in=view.metrics).values_list("id", "name"))
@@ -50,18 +55,15 @@ class _Echo:
         return text
 
 
-def csv_lines(view: View):
+def csv_lines(view: View, runs: list[Run]):
     writer = csv.writer(_Echo())
     yield writer.writerow(COLUMNS)
-    for row in rows(view):
+    for row in rows(view, runs):
         yield writer.writerow(row)
 
 
-def parquet_bytes(view: View) -> bytes:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    columns = list(zip(*rows(view))) or [[] for _ in COLUMNS]
+def parquet_bytes(view: View, runs: list[Run]) -> bytes:
+    columns = list(zip(*rows(view, runs))) or [[] for _ in COLUMNS]
     types = [pa.int64(), pa.string(), pa.string(), pa.string(), pa.int64(), pa.float64(), pa.float64(), pa.float64()]
     table = pa.table({name: pa.array(list(col), type=t) for name, col, t in zip(COLUMNS, columns, types)})
     buffer = io.BytesIO()

@@ -1,7 +1,7 @@
 """The compare page's data: runs grouped, curves aggregated across seeds, a final-performance table
 with honest statistics, and the config knobs that differ between groups.
 
-    payload = build_comparison(parse_view(request.GET))
+    payload = build_comparison(parse_view(request.GET), request.user)
 
 Curves: each run's series (downsampled on the server) is put on the chosen x-axis
 (step, rollout tokens or training seconds, the engine's counters), smoothed with
@@ -16,8 +16,9 @@ from collections import defaultdict
 
 import numpy as np
 
+from rolloutlab.accounts.access import get_experiment_for_user, get_runs_for_user
 from rolloutlab.compare import stats
-from rolloutlab.compare.view import X_AXES, BadView, View
+from rolloutlab.compare.permalink import X_AXES, BadView, View
 from rolloutlab.metrics.series import first_reaching, read_many, values_at
 from rolloutlab.runs.models import Run, State
 
@@ -26,11 +27,14 @@ SEED_POINTS = 100  # per individual-seed curve: keeps 50 runs x 10 metrics under
 SERIES_POINTS = 300
 
 
-def select_runs(view: View) -> list[Run]:
-    runs = Run.objects.filter(id__in=view.runs) if view.runs else Run.objects.filter(experiment_id=view.experiment)
-    found = list(runs.order_by("id"))
+def select_runs(view: View, user) -> list[Run]:
+    """The view's runs, each one the user may see (Http404 naming the first that is not)."""
+    if view.runs:
+        found = sorted(get_runs_for_user(user, view.runs), key=lambda run: run.id)
+    else:
+        found = list(get_experiment_for_user(user, view.experiment).runs.order_by("id"))
     if not found:
-        raise BadView("runs: none of these runs exist")
+        raise BadView("experiment: it has no runs yet")
     return found
 
 
@@ -135,7 +139,9 @@ def charts(view: View, groups: dict[str, list[Run]], series) -> dict:
 def final_table(view: View, groups: dict[str, list[Run]]) -> list[dict]:
     """Per group: mean, IQM with its bootstrap interval, P(improvement over the baseline), time to target."""
     metric = view.table_metric
-    scores = {label: [r.summary[metric] for r in runs if metric in r.summary] for label, runs in groups.items()}
+    scores = {
+        label: [r.summary[metric] for r in runs if r.summary.get(metric) is not None] for label, runs in groups.items()
+    }
     baseline = scores.get(view.baseline) if view.baseline in scores else None
     reach = time_to_target(view, groups) if view.target is not None else {}
     table = []
@@ -213,8 +219,8 @@ def config_diff(groups: dict[str, list[Run]]) -> list[dict]:
     return rows
 
 
-def build_comparison(view: View) -> dict:
-    runs = select_runs(view)
+def build_comparison(view: View, user) -> dict:
+    runs = select_runs(view, user)
     groups = group_runs(runs, view.group)
     counters = [c for c in X_AXES.values() if c]
     series = read_many([r.id for r in runs], sorted(set(view.metrics) | set(counters)), SERIES_POINTS)

@@ -13,9 +13,12 @@ from dataclasses import dataclass
 import yaml
 from django.db import transaction
 
-from rolloutlab.runs.forms import parse_form
-from rolloutlab.runs.models import Experiment, Project
-from rolloutlab.runs.services import launch_run
+from rolloutlab.accounts.access import project_for_launch
+from rolloutlab.inputs import UserInputError
+from rolloutlab.runs.forms import LaunchFields, parse_form
+from rolloutlab.runs.limits import check_active_runs
+from rolloutlab.runs.models import Experiment
+from rolloutlab.runs.services import launch_run, validate_config
 from workers.config import METHODS, RunConfig, apply_override, resolve
 from workers.errors import ConfigError
 
@@ -80,6 +83,10 @@ def parse_sweep(post) -> Plan:
         errors["seeds"] = "comma-separated seeds, whole numbers from 0"
         seeds = []
     axes = [a for a in (grid_axis(post, 1, errors), grid_axis(post, 2, errors)) if a]
+    try:
+        about = LaunchFields.from_post(post)
+    except UserInputError as exc:
+        errors.update(exc.fields)
     if errors:
         raise SweepError(errors, raw)
     try:
@@ -97,23 +104,24 @@ def parse_sweep(post) -> Plan:
                            *(f"{k}={yaml.safe_dump(v).strip()}" for k, v in grid)]:  # fmt: skip
             apply_override(config, assignment)
         try:
-            resolve(config)
+            validate_config(config)  # the deployment's limits too, before anything is launched
         except ConfigError as exc:
             label = ", ".join(f"{k}={v}" for k, v in grid) or method
             raise SweepError({k: f"{label}: {v}" for k, v in exc.fields.items()}, raw) from None
         name = " ".join([method, f"s{seed}", *(f"{k.split('.')[-1]}={v}" for k, v in grid)])
         configs.append((name, config))
     return Plan(
-        name=post.get("name", "").strip() or f"sweep of {', '.join(methods)}",
-        project=(post.get("project") or "default").strip()[:100],
-        tags=[t.strip() for t in post.get("tags", "").split(",") if t.strip()],
+        name=about.name or f"sweep of {', '.join(methods)}"[:200],
+        project=about.project,
+        tags=about.tags,
         configs=configs,
     )
 
 
 def launch_sweep(user, plan: Plan) -> Experiment:
+    check_active_runs(user, adding=len(plan.configs))
     with transaction.atomic():
-        project, _ = Project.objects.get_or_create(name=plan.project, defaults={"owner": user})
+        project = project_for_launch(user, plan.project)
         experiment = Experiment.objects.create(project=project, name=plan.name, owner=user)
         for name, config in plan.configs:
             launch_run(user, config, project=project, name=name, tags=plan.tags, experiment=experiment)

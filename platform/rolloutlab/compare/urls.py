@@ -6,5 +6,6 @@ app_name = "compare"
 urlpatterns = [
     path("", views.compare_page, name="page"),
     path("sweep/", views.sweep, name="sweep"),
+    path("share/", views.share, name="share"),
     path("experiments/<int:experiment_id>/", views.experiment, name="experiment"),
 ]

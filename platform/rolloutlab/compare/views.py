@@ -1,21 +1,26 @@
-"""The compare page, its JSON, and its exports; the sweep launcher and an experiment's progress."""
+"""The compare page, the sweep launcher and an experiment's progress (their JSON is rolloutlab.compare.api)."""
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_GET
+from dataclasses import replace
 
-from rolloutlab.accounts.auth import api_login_required
-from rolloutlab.compare import export
-from rolloutlab.compare.service import build_comparison
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import QueryDict
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from pydantic import Field, ValidationError
+
+from rolloutlab.accounts.access import get_experiment_for_user, home_team
+from rolloutlab.accounts.sharing import create_link
+from rolloutlab.compare.permalink import BadView, parse_view
+from rolloutlab.compare.presenters import compare_page_context
+from rolloutlab.compare.service import select_runs
 from rolloutlab.compare.sweeps import SweepError, launch_sweep, parse_sweep
-from rolloutlab.compare.view import X_AXES, BadView, parse_view
-from rolloutlab.metrics.series import run_keys
-from rolloutlab.runs.forms import form_sections
-from rolloutlab.runs.models import Experiment, Run, State
-from rolloutlab.runs.views import launch_defaults
+from rolloutlab.inputs import Strict, UserInputError, page_inputs, text
+from rolloutlab.runs.forms import LaunchQuery, form_sections, launch_defaults
+from rolloutlab.runs.models import State
 from workers.config import METHODS
 
 
@@ -26,42 +31,43 @@ def compare_page(request):
         view = parse_view(request.GET)
     except BadView as exc:
         return render(request, "compare/error.html", {"message": str(exc)}, status=400)
-    runs = Run.objects.filter(id__in=view.runs) if view.runs else Run.objects.filter(experiment_id=view.experiment)
-    keys = sorted({k for run in runs[:50] for k in run_keys(run.id)}) or view.metrics
-    context = {"view": view, "permalink": view.query(), "keys": keys, "axes": list(X_AXES)}
-    return render(request, "compare/compare.html", context)
+    runs = select_runs(view, request.user)
+    return render(request, "compare/compare.html", compare_page_context(view, runs))
 
 
-@require_GET
-@api_login_required
-def compare_data(request):
-    try:
-        return JsonResponse(build_comparison(parse_view(request.GET)))
-    except BadView as exc:
-        return JsonResponse({"error": str(exc)}, status=400)
-
-
-@require_GET
-@api_login_required
-def compare_export(request):
-    try:
-        view = parse_view(request.GET)
-    except BadView as exc:
-        return JsonResponse({"error": str(exc)}, status=400)
-    if request.GET.get("format") == "parquet":
-        response = HttpResponse(export.parquet_bytes(view), content_type="application/vnd.apache.parquet")
-        response["Content-Disposition"] = 'attachment; filename="rolloutlab-series.parquet"'
-        return response
-    response = StreamingHttpResponse(export.csv_lines(view), content_type="text/csv")
-    response["Content-Disposition"] = 'attachment; filename="rolloutlab-series.csv"'
-    return response
+class ShareCompareForm(Strict):
+    model_config = Strict.model_config | {"extra": "ignore"}  # the CSRF token comes along
+    query: text(8000, min_length=1)
+    days: int = Field(7, ge=1, le=90)
 
 
 @login_required
-def sweep(request):
+@require_POST
+def share(request):
+    """A read-only link to the comparison as shown (its runs fixed by id, even if it came from an experiment)."""
+    try:
+        form = ShareCompareForm.model_validate(
+            {"query": request.POST.get("query", ""), "days": request.POST.get("days") or 7}
+        )
+        view = parse_view(QueryDict(form.query))
+    except (ValidationError, BadView) as exc:
+        return render(request, "compare/error.html", {"message": str(exc)}, status=400)
+    runs = select_runs(view, request.user)
+    fixed = replace(view, runs=[run.id for run in runs], experiment=None)
+    _, token = create_link(request.user, "compare", runs, query=fixed.query(), days=form.days)
+    url = request.build_absolute_uri(reverse("share", args=[token]))
+    messages.info(request, f"Anyone with this link can read this comparison for {form.days} days: {url}")
+    return redirect(f"{reverse('compare:page')}?{fixed.query()}")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+@page_inputs(LaunchQuery)
+def sweep(request, query: LaunchQuery):
     """Methods x seeds (x a grid over up to two knobs) on one base config, launched as one experiment."""
-    errors, values = {}, launch_defaults(request)
+    errors, values = {}, launch_defaults(request.user, query)
     if request.method == "POST":
+        home_team(request.user)  # viewers may not launch: 403 before anything
         try:
             plan = parse_sweep(request.POST)
             experiment = launch_sweep(request.user, plan)
@@ -69,6 +75,8 @@ def sweep(request):
         except SweepError as exc:
             errors = exc.fields
             values = exc.values or values
+        except UserInputError as exc:
+            errors = exc.fields or {"project": exc.message}
     context = {
         "methods": [(name, desc) for name, (desc, _) in sorted(METHODS.items())],
         "sections": form_sections(values, errors),
@@ -81,8 +89,9 @@ def sweep(request):
 
 
 @login_required
+@require_GET
 def experiment(request, experiment_id: int):
-    exp = get_object_or_404(Experiment.objects.select_related("project"), id=experiment_id)
+    exp = get_experiment_for_user(request.user, experiment_id)
     runs = list(exp.runs.order_by("id"))
     counts = {state: sum(r.state == state for r in runs) for state in State}
     context = {"experiment": exp, "runs": runs, "counts": counts, "compare": f"experiment={exp.id}"}

@@ -1,6 +1,8 @@
 """Metric storage: one narrow table of points, and per-bucket aggregates for fast downsampled reads.
 
-Points are written with COPY (metrics/ingest.py). Every BUCKET_STEPS steps of a
+Points are written with COPY (metrics/ingest.py); a non-finite value is stored
+as NULL with its kind (metrics/finite.py), and the buckets aggregate only the
+finite values. Every BUCKET_STEPS steps of a
 series also get one MetricBucket row holding min, max, sum and count, kept up
 to date in the same transaction, so a read of a million-point series
 aggregates a few thousand bucket rows instead of a million points.
@@ -29,8 +31,14 @@ class MetricPoint(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, db_constraint=False, db_index=False, related_name="+")
     key = models.ForeignKey(MetricKey, on_delete=models.CASCADE, db_constraint=False, db_index=False, related_name="+")
     step = models.IntegerField()
-    value = models.FloatField()
+    value = models.FloatField(null=True, help_text="NULL when the reported value was not finite (see kind)")
     wall_time = models.FloatField(help_text="Seconds since the epoch when the point was reported")
+    kind = models.SmallIntegerField(db_default=0, help_text="0 finite, 1 NaN, 2 +inf, 3 -inf (metrics/finite.py)")
+
+    class Meta:
+        # a partial index holds only the rare non-finite points: a chart finds them without
+        # scanning its series, and a finite point's insert skips it
+        indexes = [models.Index(fields=["run", "key", "step"], condition=models.Q(kind__gt=0), name="metric_nonfinite")]
 
 
 class MetricBucket(models.Model):

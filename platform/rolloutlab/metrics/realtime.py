@@ -7,9 +7,15 @@ client that reconnects re-reads from the database.
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
+
+from rolloutlab.metrics import finite
+
+log = logging.getLogger(__name__)
+NOTIFY_CHUNK = 10_000  # points per websocket message: a bulk backfill must not become one huge message
 
 # The embedded mode runs trainings in threads of the web process, and the in-memory
 # channel layer only works inside the event loop of the websocket consumers; the
@@ -32,6 +38,15 @@ def notify(run_id: int, event: dict) -> None:
             return
         async_to_sync(layer.group_send)(run_group(run_id), message)
     except Exception:  # noqa: BLE001 - a notification is best effort; the database has the data
-        import logging
+        log.warning("could not notify run %s", run_id, exc_info=True)
 
-        logging.getLogger(__name__).warning("could not notify run %s", run_id, exc_info=True)
+
+def publish_points(run_id: int, names, steps, values, progress: dict) -> None:
+    """Announce points just committed (in chunks), then the run's progress: the worker's reporter and
+    the external runs API both publish this way, so a browser cannot tell them apart."""
+    for start in range(0, len(names), NOTIFY_CHUNK):
+        points: dict[str, list] = {}
+        for name, step, value in zip(names[start : start + NOTIFY_CHUNK], steps[start:], values[start:]):
+            points.setdefault(name, []).append(finite.point(step, value))
+        notify(run_id, {"kind": "points", "points": points})
+    notify(run_id, {"kind": "progress", **progress})

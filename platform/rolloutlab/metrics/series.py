@@ -5,6 +5,10 @@ otherwise it is cut into at most max_points buckets of equal step width and each
 bucket gives its first step, mean, min and max, so a one-point spike survives as
 a bucket's max. Wide buckets are built from the stored MetricBucket aggregates
 (a few thousand rows for a million points); narrow ones from the points.
+
+A non-finite point (NaN, +inf, -inf) reads back as value null, and the series
+lists it under "nonfinite" as [step, kind name] (metrics/finite.py); the chart
+draws a gap and a marker there. Downsampled values aggregate the finite points.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import math
 
 from django.db import connection
 
+from rolloutlab.metrics import finite
 from rolloutlab.metrics.models import BUCKET_STEPS, MetricBucket, MetricKey, MetricPoint
 
 BACKFILL_LIMIT = 20_000  # points a reconnecting client may ask for before it should reload
@@ -48,26 +53,29 @@ def read_one(run_id: int, key_id: int, max_points: int) -> dict:
 
 
 def empty() -> dict:
-    return {"step": [], "value": [], "low": [], "high": [], "downsampled": False}
+    return {"step": [], "value": [], "low": [], "high": [], "downsampled": False, "nonfinite": []}
 
 
 def raw_points(cursor, run_id: int, key_id: int) -> dict:
     cursor.execute(
-        f"SELECT step, value FROM {MetricPoint._meta.db_table} WHERE run_id = %s AND key_id = %s ORDER BY step",
+        f"SELECT step, value, kind FROM {MetricPoint._meta.db_table} WHERE run_id = %s AND key_id = %s ORDER BY step",
         [run_id, key_id],
     )
     rows = cursor.fetchall()
-    values = [v for _, v in rows]
-    return {"step": [s for s, _ in rows], "value": values, "low": values, "high": values, "downsampled": False}
+    values = [v for _, v, _ in rows]
+    nonfinite = [[s, finite.name_of(k)] for s, _, k in rows if k]
+    return {"step": [s for s, _, _ in rows], "value": values, "low": values, "high": values, "downsampled": False,
+            "nonfinite": nonfinite}  # fmt: skip
 
 
-def aggregated(rows) -> dict:
+def aggregated(rows, nonfinite: list | None = None) -> dict:
     return {
         "step": [r[0] for r in rows],
         "value": [r[1] for r in rows],
         "low": [r[2] for r in rows],
         "high": [r[3] for r in rows],
         "downsampled": True,
+        "nonfinite": nonfinite or [],
     }
 
 
@@ -77,7 +85,18 @@ def from_points(cursor, run_id: int, key_id: int, lo: int, width: int) -> dict:
         "WHERE run_id = %s AND key_id = %s GROUP BY (step - %s) / %s ORDER BY 1",
         [run_id, key_id, lo, width],
     )
-    return aggregated(cursor.fetchall())
+    return aggregated(cursor.fetchall(), nonfinite_points(cursor, run_id, key_id))
+
+
+def nonfinite_points(cursor, run_id: int, key_id: int, limit: int = 1000) -> list[list]:
+    """[step, kind name] of the series' non-finite points (a few, in any sane run), so a
+    downsampled chart still marks them."""
+    cursor.execute(
+        f"SELECT step, kind FROM {MetricPoint._meta.db_table} "
+        "WHERE run_id = %s AND key_id = %s AND kind > 0 ORDER BY step LIMIT %s",
+        [run_id, key_id, limit],
+    )
+    return [[s, finite.name_of(k)] for s, k in cursor.fetchall()]
 
 
 def from_buckets(cursor, run_id: int, key_id: int, origin: int, width: int) -> dict:
@@ -86,11 +105,12 @@ def from_buckets(cursor, run_id: int, key_id: int, origin: int, width: int) -> d
         "WHERE run_id = %s AND key_id = %s GROUP BY (bucket * %s - %s) / %s ORDER BY 1",
         [run_id, key_id, BUCKET_STEPS, origin, width],
     )
-    return aggregated(cursor.fetchall())
+    return aggregated(cursor.fetchall(), nonfinite_points(cursor, run_id, key_id))
 
 
 def points_after(run_id: int, resume: dict[str, int]) -> dict[str, list[list[float]]]:
-    """Every point of the run past the step the client already has for its key: [[step, value], ...]."""
+    """Every point of the run past the step the client already has for its key: [[step, value], ...],
+    a non-finite one as [step, null, kind name] (as the live messages send it)."""
     names = dict(MetricKey.objects.filter(id__in=_run_key_ids(run_id)).values_list("id", "name"))
     out: dict[str, list[list[float]]] = {}
     budget = BACKFILL_LIMIT
@@ -99,10 +119,10 @@ def points_after(run_id: int, resume: dict[str, int]) -> dict[str, list[list[flo
         rows = list(
             MetricPoint.objects.filter(run_id=run_id, key_id=key_id, step__gt=after)
             .order_by("step")
-            .values_list("step", "value")[:budget]
+            .values_list("step", "value", "kind")[:budget]
         )
         if rows:
-            out[name] = [[s, v] for s, v in rows]
+            out[name] = [[s, v] if not k else [s, None, finite.name_of(k)] for s, v, k in rows]
             budget -= len(rows)
         if budget <= 0:
             break
@@ -223,14 +243,16 @@ def first_reaching(run_ids: list[int], name: str, target: float) -> dict[int, in
 
 
 def values_at(pairs: list[tuple[int, int]], name: str) -> dict[int, float]:
-    """{run id: value of the key at that run's step}, for (run id, step) pairs; missing points are left out."""
+    """{run id: value of the key at that run's step}, for (run id, step) pairs; missing and non-finite
+    points are left out."""
     key = MetricKey.objects.filter(name=name).values_list("id", flat=True).first()
     if key is None or not pairs:
         return {}
     condition = " OR ".join(["(run_id = %s AND step = %s)"] * len(pairs))
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT run_id, value FROM {MetricPoint._meta.db_table} WHERE key_id = %s AND ({condition})",
+            f"SELECT run_id, value FROM {MetricPoint._meta.db_table} "
+            f"WHERE key_id = %s AND value IS NOT NULL AND ({condition})",
             [key, *[v for pair in pairs for v in pair]],
         )
         return dict(cursor.fetchall())

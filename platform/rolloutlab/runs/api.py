@@ -1,161 +1,182 @@
-"""The JSON API: the same services as the pages, for scripts, the SDK and the pages' own JavaScript.
+"""The runs part of the JSON API: the same services as the pages, for scripts, the SDK and the pages' JavaScript.
 
-Errors are JSON with a message; config errors name every bad field:
-    400 {"error": "invalid config", "fields": {"rollout.group_size": "Input should be ..."}}
+Each endpoint declares its inputs as bounded types (rolloutlab.inputs) and loads
+objects only through rolloutlab.accounts.access; errors are rolloutlab.api's.
 """
 
 from __future__ import annotations
 
-import json
+from typing import Any
 
-from django.http import JsonResponse
-from django.shortcuts import get_object_or_404
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.urls import reverse
+from ninja import Query, Router, Status
+from pydantic import Field
 
-from rolloutlab.accounts.auth import api_login_required
+from rolloutlab.accounts.access import Action, get_run_for_user, project_for_launch
+from rolloutlab.accounts.auth import READERS
+from rolloutlab.inputs import MAX_ID, MetricNames, Name, ProjectName, RunId, Step, Strict, Tags, UserInputError, answers
 from rolloutlab.metrics.series import read_series, run_keys
-from rolloutlab.runs import services
-from rolloutlab.runs.models import LogLine, Project, Run, Sample
-from rolloutlab.runs.views import filtered_runs
+from rolloutlab.runs import external, services
+from rolloutlab.runs.models import LogLine, Sample
+from rolloutlab.runs.queries import RunFilters, filtered_runs
+from rolloutlab.runs.serializers import run_json
+from rolloutlab.wire import ExternalRunIn, ExternalRunOut, FinishIn, PointsIn, SamplesIn, StoredOut
 from workers.config import json_schema
-from workers.errors import ConfigError
 
+router = Router(tags=["runs"])
 MAX_SERIES_POINTS = 5000
+LIST_LIMIT = 500
 
 
-def run_json(run: Run) -> dict:
-    return {
-        "id": run.id,
-        "name": run.name,
-        "project": run.project.name,
-        "method": run.method,
-        "task": run.task,
-        "seed": run.seed,
-        "state": run.state,
-        "detail": run.detail,
-        "step": run.step,
-        "total_steps": run.total_steps,
-        "train_seconds": run.train_seconds,
-        "config_hash": run.config_hash,
-        "queue": run.queue,
-        "worker_host": run.worker_host,
-        "parent": run.parent_id,
-        "tags": [t.name for t in run.tags.all()],
-        "created_at": run.created_at.isoformat(),
-        "started_at": run.started_at.isoformat() if run.started_at else None,
-        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
-        "summary": run.summary,
-    }
+class LaunchIn(Strict):
+    config: dict[str, Any] = Field(default_factory=dict, description="A RunConfig: a method and any knobs over it")
+    name: Name = ""
+    tags: Tags = []
+    project: ProjectName | None = Field(None, description="A project of yours (made in your team if new)")
 
 
-def bad_request(message: str, **extra) -> JsonResponse:
-    return JsonResponse({"error": message, **extra}, status=400)
+class SeriesQuery(Strict):
+    keys: MetricNames = Field(default_factory=list, description="metric names, comma-separated")
+    points: int = Field(1000, ge=10, le=MAX_SERIES_POINTS)
 
 
-@require_GET
-@api_login_required
+class SamplesQuery(Strict):
+    step: Step | None = Field(None, description="The step (the latest with samples if none)")
+
+
+class LogsQuery(Strict):
+    after: int | None = Field(None, ge=0, le=MAX_ID, description="Lines after this line id (else the last 200)")
+
+
+@router.get(
+    "/schema", response=answers({200: dict[str, Any]}), summary="The RunConfig JSON Schema that drives the launch form"
+)
 def schema(request):
-    return JsonResponse(json_schema())
+    return json_schema()
 
 
-@require_http_methods(["GET", "POST"])
-@api_login_required
-def runs(request):
-    if request.method == "GET":
-        found, _, _ = filtered_runs(request.GET)
-        if request.GET.get("ids"):
-            found = found.filter(id__in=[int(i) for i in request.GET["ids"].split(",") if i.isdigit()])
-        return JsonResponse({"runs": [run_json(r) for r in found[:500]]})
-    return launch(request)
+@router.get(
+    "/runs",
+    url_name="runs",
+    response=answers({200: dict[str, list[dict[str, Any]]]}),
+    summary="The runs you may see, filtered",
+)
+def runs(request, filters: Query[RunFilters]):
+    return {"runs": [run_json(r) for r in filtered_runs(request.auth, filters)[:LIST_LIMIT]]}
 
 
-def launch(request):
-    try:
-        body = json.loads(request.body or b"{}")
-    except json.JSONDecodeError as exc:
-        return bad_request(f"the body is not valid JSON ({exc.msg})")
-    if not isinstance(body, dict) or not isinstance(body.get("config", {}), dict):
-        return bad_request("the body must be an object with a 'config' object")
-    project = None
-    if body.get("project"):
-        project, _ = Project.objects.get_or_create(name=str(body["project"])[:100], defaults={"owner": request.user})
-    try:
-        run = services.launch_run(
-            request.user, body.get("config", {}), project=project, name=str(body.get("name", ""))[:200],
-            tags=[str(t) for t in body.get("tags", []) if isinstance(t, str)],
-        )  # fmt: skip
-    except ConfigError as exc:
-        return bad_request("invalid config", fields=exc.fields)
-    return JsonResponse(run_json(run), status=201)
+@router.post(
+    "/runs",
+    url_name="runs",
+    response=answers({201: dict[str, Any]}),
+    summary="Launch a run (validated before anything is queued)",
+)
+def launch(request, payload: LaunchIn):
+    user = request.auth
+    project = project_for_launch(user, payload.project) if payload.project else None
+    run = services.launch_run(user, payload.config, project=project, name=payload.name, tags=payload.tags)
+    return Status(201, run_json(run))
 
 
-@require_GET
-@api_login_required
-def run_detail(request, run_id: int):
-    return JsonResponse(run_json(get_object_or_404(Run, id=run_id)))
+@router.get("/runs/{int:run_id}", auth=READERS, url_name="run", response=answers({200: dict[str, Any]}))
+def run_detail(request, run_id: RunId):
+    return run_json(get_run_for_user(request.auth, run_id))
 
 
-@require_POST
-@api_login_required
-def cancel(request, run_id: int):
-    run = get_object_or_404(Run, id=run_id)
-    if not services.request_cancel(run, request.user):
-        return JsonResponse({"error": f"the run is {run.state}; there is nothing to cancel"}, status=409)
-    return JsonResponse(run_json(Run.objects.get(id=run_id)))
+@router.delete(
+    "/runs/{int:run_id}",
+    url_name="run",
+    response=answers({204: None}),
+    summary="Delete a finished run (its owner or a team admin)",
+)
+def delete(request, run_id: RunId):
+    services.delete_run(get_run_for_user(request.auth, run_id, Action.CHANGE), request.auth)
+    return Status(204, None)
 
 
-@require_POST
-@api_login_required
-def rerun(request, run_id: int):
-    new = services.rerun(get_object_or_404(Run, id=run_id), request.user)
-    return JsonResponse(run_json(new), status=201)
+@router.post("/runs/{int:run_id}/cancel", response=answers({200: dict[str, Any]}))
+def cancel(request, run_id: RunId):
+    run = get_run_for_user(request.auth, run_id, Action.CHANGE)
+    if not services.request_cancel(run, request.auth):
+        raise UserInputError(f"the run is {run.state}; there is nothing to cancel", status=409)
+    return run_json(get_run_for_user(request.auth, run_id))
 
 
-@require_GET
-@api_login_required
-def keys(request, run_id: int):
-    get_object_or_404(Run, id=run_id)
-    return JsonResponse({"keys": run_keys(run_id)})
+@router.post("/runs/{int:run_id}/rerun", response=answers({201: dict[str, Any]}))
+def rerun(request, run_id: RunId):
+    return Status(201, run_json(services.rerun(get_run_for_user(request.auth, run_id, Action.CHANGE), request.auth)))
 
 
-@require_GET
-@api_login_required
-def series(request, run_id: int):
-    """?keys=a,b&points=1000: each series downsampled to at most `points` points."""
-    get_object_or_404(Run, id=run_id)
-    names = [k for k in request.GET.get("keys", "").split(",") if k]
-    try:
-        points = int(request.GET.get("points", 1000))
-    except ValueError:
-        return bad_request("points must be an integer")
-    if not 10 <= points <= MAX_SERIES_POINTS:
-        return bad_request(f"points must be between 10 and {MAX_SERIES_POINTS}")
-    return JsonResponse({"series": read_series(run_id, names, points)})
+@router.get("/runs/{int:run_id}/keys", auth=READERS, response=answers({200: dict[str, list[str]]}))
+def keys(request, run_id: RunId):
+    return {"keys": run_keys(get_run_for_user(request.auth, run_id).id)}
 
 
-@require_GET
-@api_login_required
-def samples(request, run_id: int):
-    """?step=N: the samples recorded at step N (the latest step with samples if none is given)."""
-    run = get_object_or_404(Run, id=run_id)
+@router.get(
+    "/runs/{int:run_id}/series",
+    auth=READERS,
+    response=answers({200: dict[str, Any]}),
+    summary="Each series downsampled to <= points",
+)
+def series(request, run_id: RunId, query: Query[SeriesQuery]):
+    run = get_run_for_user(request.auth, run_id)
+    return {"series": read_series(run.id, query.keys, query.points)}
+
+
+@router.get("/runs/{int:run_id}/samples", auth=READERS, response=answers({200: dict[str, Any]}))
+def samples(request, run_id: RunId, query: Query[SamplesQuery]):
+    run = get_run_for_user(request.auth, run_id)
     steps = list(Sample.objects.filter(run=run).values_list("step", flat=True).distinct().order_by("step"))
-    step = request.GET.get("step")
-    if step is not None and not step.lstrip("-").isdigit():
-        return bad_request("step must be an integer")
-    chosen = int(step) if step is not None else (steps[-1] if steps else None)
+    chosen = query.step if query.step is not None else (steps[-1] if steps else None)
     rows = [s.data for s in Sample.objects.filter(run=run, step=chosen)] if chosen is not None else []
-    return JsonResponse({"step": chosen, "steps": steps, "samples": rows})
+    return {"step": chosen, "steps": steps, "samples": rows}
 
 
-@require_GET
-@api_login_required
-def logs(request, run_id: int):
-    """?after=<line id>: log lines after that one (the last 200 if none is given)."""
-    run = get_object_or_404(Run, id=run_id)
-    after = request.GET.get("after", "")
-    lines = LogLine.objects.filter(run=run)
-    if after.isdigit():
-        lines = lines.filter(id__gt=int(after)).order_by("id")[:1000]
+@router.get("/runs/{int:run_id}/logs", auth=READERS, response=answers({200: dict[str, list[dict[str, Any]]]}))
+def logs(request, run_id: RunId, query: Query[LogsQuery]):
+    lines = LogLine.objects.filter(run=get_run_for_user(request.auth, run_id))
+    if query.after is not None:
+        lines = lines.filter(id__gt=query.after).order_by("id")[:1000]
     else:
         lines = list(lines.order_by("-id")[:200])[::-1]
-    return JsonResponse({"lines": [{"id": line.id, "text": line.text} for line in lines]})
+    return {"lines": [{"id": line.id, "text": line.text} for line in lines]}
+
+
+# ---------------------------------------------------------------- external runs (rolloutlab.client)
+
+
+@router.post(
+    "/runs/external",
+    url_name="external_runs",
+    response=answers({200: ExternalRunOut, 201: ExternalRunOut}),
+    summary="Start a run that a script trains and reports itself (200: its key already started one)",
+)
+def start_external(request, payload: ExternalRunIn):
+    run, new = external.start_external_run(request.auth, payload)
+    return Status(201 if new else 200, {"id": run.id, "url": reverse("runs:detail", args=[run.id])})
+
+
+@router.post(
+    "/runs/{int:run_id}/points",
+    response=answers({200: StoredOut}),
+    summary="Metric points of an external run; a (name, step) already stored is skipped",
+)
+def points(request, run_id: RunId, payload: PointsIn):
+    run = get_run_for_user(request.auth, run_id, Action.CHANGE)
+    return {"received": len(payload.points), "stored": external.record_points(run, payload.points)}
+
+
+@router.post(
+    "/runs/{int:run_id}/samples",
+    response=answers({200: StoredOut}),
+    summary="Rollout samples of an external run; a key already stored is skipped",
+)
+def post_samples(request, run_id: RunId, payload: SamplesIn):
+    run = get_run_for_user(request.auth, run_id, Action.CHANGE)
+    return {"received": len(payload.samples), "stored": external.record_samples(run, payload.samples)}
+
+
+@router.post("/runs/{int:run_id}/finish", response=answers({200: dict[str, Any]}), summary="End an external run")
+def finish(request, run_id: RunId, payload: FinishIn):
+    run = external.finish_external_run(get_run_for_user(request.auth, run_id, Action.CHANGE), payload)
+    return run_json(get_run_for_user(request.auth, run.id))

@@ -2,77 +2,86 @@
 
 `execute(run_id)` is the one code path both use: it claims the run (queued ->
 running; a redelivered or cancelled run is refused), heartbeats, trains with
-the platform's reporter, and always leaves the run in a final state.
+the platform's reporter, and always leaves the run in a final state, a run over
+its wall time included: on Celery the task's soft time limit raises
+SoftTimeLimitExceeded in it, in a thread (which no signal can interrupt) a
+deadline makes the trainer's next stop check raise WallTimeExceeded. This is
+worker-side code (it imports the trainer, and with it torch); the web side
+hands runs over through rolloutlab.runs.dispatch.
 """
 
 from __future__ import annotations
 
 import socket
+import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
-from rolloutlab.runs import services
+from rolloutlab.runs import lifecycle, limits
+from rolloutlab.runs.limits import time_limit_message
 from rolloutlab.runs.models import Run, State
 from rolloutlab.runs.reporter import Heartbeat, PlatformReporter
-
-_embedded_pool: ThreadPoolExecutor | None = None
-
-
-def submit(run_id: int) -> None:
-    if settings.RUN_EXECUTOR == "celery":
-        from rolloutlab.runs.tasks import execute_run
-
-        run = Run.objects.get(id=run_id)
-        result = execute_run.apply_async(args=[run_id], queue=run.queue)
-        Run.objects.filter(id=run_id).update(celery_task_id=result.id)
-        return
-    global _embedded_pool
-    if _embedded_pool is None:
-        _embedded_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedded-run")
-    _embedded_pool.submit(_execute_in_thread, run_id)
+from workers import stopping
+from workers.config import RunConfig
+from workers.stopping import Cancelled
+from workers.trainer import Trainer
 
 
-def _execute_in_thread(run_id: int) -> None:
-    try:
-        execute(run_id)
-    finally:
-        connection.close()
+def execute(run_id: int, wall_time_s: int | None = None) -> str:
+    """Train one run to a final state; returns that state, or 'skipped' if it was not queued.
 
-
-def execute(run_id: int) -> str:
-    """Train one run to a final state; returns that state, or 'skipped' if it was not queued."""
+    wall_time_s: a deadline for this thread (the embedded executor's); a Celery task has its time limits."""
     close_old_connections()
     now = timezone.now()
     host = socket.gethostname()
-    if not services.transition(run_id, State.RUNNING, f"started on {host}", worker_host=host, heartbeat_at=now):
+    if not lifecycle.transition(run_id, State.RUNNING, f"started on {host}", worker_host=host, heartbeat_at=now):
         return "skipped"
     heartbeat = Heartbeat(run_id).start()
     reporter = PlatformReporter(run_id)
+    stopping.set_deadline(time.monotonic() + wall_time_s if wall_time_s else None)
     try:
         train(run_id, reporter)
     except Exception as exc:  # noqa: BLE001 - whatever went wrong, the run must end failed, with the trace
-        reporter.log(traceback.format_exc())
-        reporter.status(State.FAILED, f"{type(exc).__name__}: {exc}")
+        # The limit may have struck mid-query: that connection is unusable, and the error its
+        # cleanup raised hides the time limit, which is still in the exception's context.
+        connection.close()
+        if over_time(exc):
+            message = time_limit_message(limits.wall_time_s(Run.objects.get(id=run_id).config))
+            reporter.log(message)
+        else:
+            reporter.log(traceback.format_exc())
+            message = f"{type(exc).__name__}: {exc}"
+        reporter.status(State.FAILED, message)
     finally:
+        stopping.set_deadline(None)
         heartbeat.stop()
         reporter.close()
-    from rolloutlab.audit.services import complete_verification
-
-    complete_verification(run_id)  # if this run was a verification rerun, compare it with its original now
+    lifecycle.run_ended.send(sender=Run, run_id=run_id)  # e.g. the audit completes a verification rerun
     final = Run.objects.filter(id=run_id).values_list("state", flat=True).first()
     return final or "deleted"  # a run deleted while it ran (an admin's cleanup) has no state left
 
 
-def train(run_id: int, reporter: PlatformReporter) -> None:
-    from workers.config import RunConfig
-    from workers.trainer import Trainer
+def over_time(exc: BaseException | None) -> bool:
+    """Whether the time limit raised this exception, or one that another raised while handling it."""
+    while exc is not None:
+        if isinstance(exc, (SoftTimeLimitExceeded, stopping.WallTimeExceeded)):
+            return True
+        exc = exc.__context__
+    return False
 
+
+def train(run_id: int, reporter: PlatformReporter) -> None:
     run = Run.objects.get(id=run_id)
     cfg = RunConfig.model_validate(run.config)
     artifacts = Path(settings.STORAGE_ROOT) / "runs" / str(run_id)
-    Trainer(cfg, reporter, artifacts_dir=artifacts).run()  # reports succeeded or cancelled itself
+    try:
+        trainer = Trainer(cfg, reporter, artifacts_dir=artifacts)  # builds (and warm-starts) the model
+    except Cancelled:
+        reporter.status(State.CANCELLED, "cancelled while the model was being prepared")
+        return
+    trainer.run()  # reports succeeded or cancelled itself

@@ -16,7 +16,16 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from workers.config import STAGE_DEFAULTS, json_schema
+from pydantic import Field, ValidationError
+
+from rolloutlab.accounts.access import get_run_for_user
+from rolloutlab.inputs import Id, Name, ProjectName, Strict, Tags, UserInputError, depth_exceeds, field_errors
+from rolloutlab.runs.limits import form_ceilings
+from workers import schedule_checks
+from workers.config import METHODS, STAGE_DEFAULTS, json_schema, resolve
+from workers.errors import ConfigError
+
+MAX_JSON_FIELD = 20_000  # characters of one JSON knob (e.g. reward weights)
 
 SCHEMA = json_schema()
 SECTION_ORDER = [
@@ -39,6 +48,7 @@ class FormField:
     maximum: float | None = None
     step: str = "any"
     components: list[str] = field(default_factory=list)  # stage knobs: the components that own it
+    limit: str = ""  # the deployment's ceiling on this knob, if any
 
     @property
     def shown(self) -> str:
@@ -128,7 +138,16 @@ def form_sections(values: dict, errors: dict[str, str]) -> list[FormSection]:
         if errors.get(section):  # a problem that spans the section, e.g. heads vs hidden_size
             fields[0].error = (fields[0].error + " " + errors[section]).strip()
         sections.append(FormSection(section, top[section].get("description", ""), fields))
+    show_ceilings(sections)
     return sections
+
+
+def show_ceilings(sections: list[FormSection]) -> None:
+    """Each knob the deployment bounds says so beside its own help."""
+    ceilings = form_ceilings()
+    for f in (f for section in sections for f in section.fields):
+        if f.name in ceilings:
+            f.limit = ceilings[f.name]
 
 
 def parse_form(post) -> tuple[dict, dict[str, str]]:
@@ -153,11 +172,71 @@ def parse_value(f: FormField, post, errors: dict[str, str]) -> Any:
         return f.name in post
     text = post.get(f.name, "")
     if f.widget == "json":
+        if len(text) > MAX_JSON_FIELD or depth_exceeds(text, 16):
+            errors[f.name] = f"at most {MAX_JSON_FIELD} characters, nested at most 16 deep"
+            return {}
         try:
             return json.loads(text or "{}")
         except json.JSONDecodeError as exc:
             errors[f.name] = f"not valid JSON ({exc.msg})"
-            return {}
+        except ValueError:  # e.g. an integer of thousands of digits
+            errors[f.name] = "not valid JSON (a number out of range)"
+        return {}
     if text.strip() == "" and f.nullable:
         return None
     return text.strip()
+
+
+def schedule_warnings(values: dict) -> list[str]:
+    """The knobs the form's config leaves inert (workers.schedule_checks); none while the config is invalid."""
+    try:
+        return schedule_checks.warnings(resolve(values))
+    except ConfigError:
+        return []
+
+
+class LaunchQuery(Strict):
+    """The launch form's query: ?from=<run id> (its config) or ?method=<preset>."""
+
+    from_: Id | None = Field(None, alias="from")
+    method: Name | None = None
+
+
+class LaunchFields(Strict):
+    """What the launch and sweep forms send beside the knobs."""
+
+    model_config = Strict.model_config | {"extra": "ignore"}  # the knobs are parse_form's
+    name: Name = ""
+    tags: Tags = []
+    project: ProjectName = "default"
+
+    @classmethod
+    def from_post(cls, post) -> LaunchFields:
+        values = {key: post.get(key) for key in ("name", "project") if post.get(key)}
+        values["tags"] = [t.strip() for t in post.get("tags", "").split(",") if t.strip()]
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            raise UserInputError("invalid launch fields", field_errors(exc)) from None
+
+
+def launch_defaults(user, query: LaunchQuery) -> dict:
+    """Form values: a run's config (?from=<id>, one the user may see), else a method's preset over the defaults."""
+    if query.from_ is not None:
+        return get_run_for_user(user, query.from_).config
+    method = query.method if query.method in METHODS else "grpo"
+    return resolve({"method": method}).model_dump(mode="json")
+
+
+class ShareForm(Strict):
+    """How long a share link opens."""
+
+    model_config = Strict.model_config | {"extra": "ignore"}  # the CSRF token comes along
+    days: int = Field(7, ge=1, le=90)
+
+    @classmethod
+    def from_post(cls, post) -> ShareForm:
+        try:
+            return cls.model_validate({"days": post.get("days") or 7})
+        except ValidationError as exc:
+            raise UserInputError("invalid share link", field_errors(exc)) from None

@@ -5,10 +5,16 @@ from django.db import models
 
 
 class Project(models.Model):
-    name = models.CharField(max_length=100, unique=True)
+    """A team's project: who may see it is who belongs to its team (rolloutlab.accounts.access)."""
+
+    team = models.ForeignKey("accounts.Team", on_delete=models.PROTECT, related_name="projects")
+    name = models.CharField(max_length=100)
     description = models.TextField(blank=True)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="projects")
     created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["team", "name"], name="project_name_per_team")]
 
     def __str__(self):
         return self.name
@@ -50,6 +56,17 @@ ALLOWED_TRANSITIONS = {
     State.QUEUED: {State.RUNNING, State.CANCELLED, State.FAILED},
     State.RUNNING: {State.SUCCEEDED, State.FAILED, State.CANCELLED, State.LOST},
 }
+# An external run is lost when its client stops reporting, which may be the network's fault: its
+# client keeps what it could not send, and the run is running again when the reports come back.
+EXTERNAL_TRANSITIONS = {
+    **ALLOWED_TRANSITIONS,
+    State.LOST: {State.RUNNING, State.SUCCEEDED, State.FAILED, State.CANCELLED},
+}
+
+
+class Kind(models.TextChoices):
+    TRAINER = "trainer"  # launched here, executed by a worker's trainer
+    EXTERNAL = "external"  # a script's own training loop, reporting through rolloutlab.client
 
 
 class Run(models.Model):
@@ -66,6 +83,8 @@ class Run(models.Model):
     task = models.CharField(max_length=50, blank=True)
     seed = models.IntegerField(default=0)
 
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.TRAINER)
+    client_key = models.CharField(max_length=64, null=True, blank=True, help_text="An external run's key at its client")
     state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED, db_index=True)
     detail = models.TextField(blank=True, help_text="The cause of the latest transition")
     cancel_requested = models.BooleanField(default=False)
@@ -83,9 +102,17 @@ class Run(models.Model):
     total_steps = models.IntegerField(default=0)
     train_seconds = models.FloatField(default=0.0, help_text="counters/wall_s at the last step")
     summary = models.JSONField(default=dict, blank=True, help_text="The latest value of every metric")
+    unverified = models.BooleanField(
+        default=False,
+        help_text="Imported from a bundle that no trusted key signed, and not yet reproduced by Verify",
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "client_key"], condition=models.Q(client_key__isnull=False),
+                                    name="run_client_key_per_owner"),
+        ]  # fmt: skip
 
     def __str__(self):
         return f"{self.name} ({self.state})"
@@ -132,7 +159,13 @@ class Sample(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="samples")
     step = models.IntegerField()
     data = models.JSONField()
+    client_key = models.CharField(max_length=64, null=True, blank=True, help_text="Its key at an external client")
 
     class Meta:
         ordering = ["step", "id"]
         indexes = [models.Index(fields=["run", "step"])]
+        constraints = [
+            # a batch of samples sent again after a lost answer is stored once
+            models.UniqueConstraint(fields=["run", "client_key"], condition=models.Q(client_key__isnull=False),
+                                    name="sample_client_key_per_run"),
+        ]  # fmt: skip

@@ -1,35 +1,53 @@
-"""What a run can go through: launch, transitions, cancel, rerun, lost. Pages, API and tasks share these."""
+"""What a user can do to a run: launch, cancel, delete, rerun. Pages and the API share these.
+
+State transitions themselves live in rolloutlab.runs.lifecycle; handing a run to its
+executor in rolloutlab.runs.dispatch.
+"""
 
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 
-from django.conf import settings
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.utils import timezone
 
-from rolloutlab.metrics.realtime import notify
-from rolloutlab.runs.models import ALLOWED_TRANSITIONS, FINAL_STATES, Project, Run, State, Tag, Transition
+from rolloutlab.accounts import activity
+from rolloutlab.accounts.access import Action, may, project_for_launch
+from rolloutlab.inputs import UserInputError, control_characters
+from rolloutlab.metrics.models import MetricBucket, MetricPoint
+from rolloutlab.outages import require_broker
+from rolloutlab.runs.data_paths import confine
+from rolloutlab.runs.dispatch import revoke, submit
+from rolloutlab.runs.lifecycle import transition
+from rolloutlab.runs.limits import check_active_runs, over_limits
+from rolloutlab.runs.models import FINAL_STATES, Kind, Run, State, Tag, Transition
 from workers.config import RunConfig, resolve
+from workers.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 
-def default_project(user) -> Project:
-    project, _ = Project.objects.get_or_create(name="default", defaults={"owner": user})
-    return project
-
-
-def validate_config(raw: dict) -> RunConfig:
-    """The resolved config, or ConfigError whose .fields name every bad knob."""
-    return resolve(raw)
+def validate_config(raw: dict, *, ceilings: bool = True) -> RunConfig:
+    """The resolved config (its data paths resolved inside DATA_ROOTS), or ConfigError whose .fields name
+    every bad knob. The page, the API, reruns and bundle imports all pass through here."""
+    bad_text = control_characters(raw)
+    if bad_text:
+        raise ConfigError("invalid config", fields=bad_text)
+    cfg = resolve(raw)
+    too_big = over_limits(cfg) if ceilings else {}
+    if too_big:
+        raise ConfigError("the config goes over this deployment's limits", fields=too_big)
+    return confine(cfg)
 
 
 def launch_run(user, raw_config: dict, *, project=None, name: str = "", tags=(), experiment=None, parent=None) -> Run:
     """Validate, record a queued run, and hand it to the executor once the row is committed."""
     cfg = validate_config(raw_config)
-    project = project or default_project(user)
+    require_broker()  # a run recorded while Redis is away would wait for a wake-up that never comes
+    check_active_runs(user)
+    project = project or project_for_launch(user, "default")
+    if not may(user, Action.LAUNCH, project.team_id):
+        raise PermissionDenied(f"only a member of team {project.team} may launch runs in its projects")
     with transaction.atomic():
         run = Run.objects.create(
             project=project,
@@ -47,35 +65,9 @@ def launch_run(user, raw_config: dict, *, project=None, name: str = "", tags=(),
         )
         run.tags.set([Tag.objects.get_or_create(name=t)[0] for t in tags if t])
         Transition.objects.create(run=run, from_state="", to_state=State.QUEUED, cause=f"launched by {user}")
-        transaction.on_commit(lambda: dispatch(run.id))
+        activity.note(user, "launched", project, activity.run_subject(run))
+        transaction.on_commit(lambda: submit(run.id))
     return run
-
-
-def dispatch(run_id: int) -> None:
-    from rolloutlab.runs.executor import submit
-
-    submit(run_id)
-
-
-def transition(run_id: int, to_state: str, cause: str = "", only_from: str | None = None, **fields) -> bool:
-    """Move a run to a new state if the state machine allows it (and it is in `only_from`, if given);
-    record time and cause; notify watchers."""
-    with transaction.atomic():
-        run = Run.objects.select_for_update().get(id=run_id)
-        if to_state not in ALLOWED_TRANSITIONS.get(run.state, set()) or only_from not in (None, run.state):
-            return False
-        now = timezone.now()
-        Transition.objects.create(run=run, from_state=run.state, to_state=to_state, cause=cause)
-        run.state, run.detail = to_state, cause
-        if to_state == State.RUNNING:
-            run.started_at = now
-        if to_state in FINAL_STATES:
-            run.finished_at = now
-        for name, value in fields.items():
-            setattr(run, name, value)
-        run.save()
-    notify(run_id, {"kind": "state", "state": to_state, "detail": cause, "step": run.step})
-    return True
 
 
 def request_cancel(run: Run, user) -> bool:
@@ -83,36 +75,36 @@ def request_cancel(run: Run, user) -> bool:
 
     Reads the state afresh: the worker may have started the run since `run` was loaded.
     """
-    if transition(run.id, State.CANCELLED, f"cancelled by {user} before it started", only_from=State.QUEUED):
+    if run.kind == Kind.EXTERNAL:  # its script is told by a 409 on its next report
+        if not transition(run.id, State.CANCELLED, f"cancelled by {user}", only_from=State.RUNNING):
+            return False
+    elif transition(run.id, State.CANCELLED, f"cancelled by {user} before it started", only_from=State.QUEUED):
         revoke(run)
-        return True
-    return Run.objects.filter(id=run.id, state=State.RUNNING).update(cancel_requested=True) == 1
+    elif Run.objects.filter(id=run.id, state=State.RUNNING).update(cancel_requested=True) != 1:
+        return False
+    activity.note(user, "cancelled", run.project, activity.run_subject(run))
+    return True
 
 
-def revoke(run: Run) -> None:
-    if run.celery_task_id and settings.RUN_EXECUTOR == "celery":
-        from rolloutlab.celery import app
-
-        app.control.revoke(run.celery_task_id)
+def delete_run(run: Run, user) -> None:
+    """Delete a finished run and everything it recorded; a live one must be cancelled first."""
+    if run.state not in FINAL_STATES:
+        raise UserInputError(f"the run is {run.state}: cancel it before deleting it", status=409)
+    subject = activity.run_subject(run)
+    with transaction.atomic():
+        # the points are many and have no foreign key to cascade along: one statement each
+        MetricPoint.objects.filter(run_id=run.id).delete()
+        MetricBucket.objects.filter(run_id=run.id).delete()
+        run.delete()
+        activity.note(user, "deleted", run.project, subject)
 
 
 def rerun(run: Run, user) -> Run:
     """The same config as a new run, remembering where it came from."""
+    if run.kind == Kind.EXTERNAL:
+        raise UserInputError("an external run is rerun by running its script again", status=409)
     tags = list(run.tags.values_list("name", flat=True))
     return launch_run(
         user, run.config, project=run.project, name=f"{run.name} (rerun)", tags=tags,
         experiment=run.experiment, parent=run,
     )  # fmt: skip
-
-
-def mark_lost_runs() -> list[int]:
-    """Runs whose worker has not heartbeaten within HEARTBEAT_TIMEOUT_S become lost."""
-    deadline = timezone.now() - timedelta(seconds=settings.HEARTBEAT_TIMEOUT_S)
-    stale = list(Run.objects.filter(state=State.RUNNING, heartbeat_at__lt=deadline).values_list("id", flat=True))
-    lost = []
-    for run_id in stale:
-        cause = f"no heartbeat from its worker for {settings.HEARTBEAT_TIMEOUT_S} s"
-        if transition(run_id, State.LOST, cause):
-            lost.append(run_id)
-            log.warning("run %s is lost: %s", run_id, cause)
-    return lost

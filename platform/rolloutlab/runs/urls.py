@@ -6,8 +6,11 @@ app_name = "runs"
 urlpatterns = [
     path("", views.run_list, name="list"),
     path("launch/", views.launch, name="launch"),
+    path("launch/warnings/", views.launch_warnings, name="launch-warnings"),
     path("methods/<str:name>/", views.method_card, name="method-card"),
     path("<int:run_id>/", views.run_detail, name="detail"),
     path("<int:run_id>/cancel/", views.cancel, name="cancel"),
     path("<int:run_id>/rerun/", views.rerun, name="rerun"),
+    path("<int:run_id>/delete/", views.delete, name="delete"),
+    path("<int:run_id>/share/", views.share, name="share"),
 ]

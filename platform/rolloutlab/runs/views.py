@@ -3,62 +3,62 @@
 from __future__ import annotations
 
 import markdown
-import yaml
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import F, FloatField
-from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast
-from django.http import Http404
-from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
+from django.http import Http404, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from rolloutlab.metrics.series import run_keys
+from rolloutlab.accounts.access import (
+    Action,
+    get_run_for_user,
+    home_team,
+    project_for_launch,
+    visible_projects,
+    visible_runs,
+)
+from rolloutlab.accounts.sharing import create_link
+from rolloutlab.inputs import UserInputError, page_inputs
 from rolloutlab.runs import services
-from rolloutlab.runs.forms import form_sections, parse_form
-from rolloutlab.runs.models import Project, Run, State, Tag
-from workers.config import METHODS, RunConfig, resolve
+from rolloutlab.runs.forms import (
+    LaunchFields,
+    LaunchQuery,
+    ShareForm,
+    form_sections,
+    launch_defaults,
+    parse_form,
+    schedule_warnings,
+)
+from rolloutlab.runs.models import Run, State, Tag
+from rolloutlab.runs.presenters import live_share_links, run_page_context
+from rolloutlab.runs.queries import RunFilters, filtered_runs
+from workers.config import METHODS
 from workers.errors import ConfigError
-
-DEFAULT_CHARTS = ["reward/mean", "eval/pass@1", "policy/loss", "throughput/rollout_tokens_per_s"]
-
-
-def filtered_runs(params) -> tuple:
-    runs = Run.objects.select_related("project", "owner").prefetch_related("tags")
-    filters = {}
-    for name, lookup in (("project", "project__name"), ("method", "method"), ("state", "state"), ("tag", "tags__name")):
-        if params.get(name):
-            filters[name] = params[name]
-            runs = runs.filter(**{lookup: params[name]})
-    sort = params.get("sort", "")
-    key = sort.lstrip("-").removeprefix("metric:")
-    if sort.lstrip("-").startswith("metric:") and key:
-        runs = runs.annotate(sort_value=Cast(KeyTextTransform(key, "summary"), FloatField()))
-        value = F("sort_value")
-        runs = runs.order_by(value.desc(nulls_last=True) if sort.startswith("-") else value.asc(nulls_last=True), "-id")
-    return runs.distinct(), filters, sort
 
 
 @login_required
-def run_list(request):
-    runs, filters, sort = filtered_runs(request.GET)
-    shown = list(runs[:500])
+@require_GET
+@page_inputs(RunFilters)
+def run_list(request, query: RunFilters):
+    shown = list(filtered_runs(request.user, query)[:500])
     metrics = sorted({key for run in shown for key in run.summary})  # any final metric can be sorted on
     context = {
         "runs": shown,
-        "filters": filters,
-        "sort": sort,
-        "projects": Project.objects.values_list("name", flat=True),
+        "filters": query.given(),
+        "sort": query.sort or "",
+        "projects": visible_projects(request.user).values_list("name", flat=True).distinct(),
         "methods": sorted(METHODS),
         "states": [s.value for s in State],
-        "tags": Tag.objects.values_list("name", flat=True),
+        "tags": Tag.objects.filter(runs__in=visible_runs(request.user)).values_list("name", flat=True).distinct(),
         "sort_metrics": metrics or ["eval/pass@1", "reward/mean"],
     }
     return render(request, "runs/list.html", context)
 
 
 @login_required
+@require_GET
 def method_card(request, name: str):
     """A method preset's card (docs/methods/<name>.md), rendered; only the presets' names are looked up."""
     if name not in METHODS:
@@ -68,73 +68,56 @@ def method_card(request, name: str):
     return render(request, "runs/method_card.html", {"name": name, "card": card})
 
 
-def launch_defaults(request) -> dict:
-    """Form values: a run's config (?from=<id>), else the chosen method's preset over the defaults."""
-    if request.GET.get("from", "").isdigit():
-        run = Run.objects.filter(id=int(request.GET["from"])).first()
-        if run:
-            return run.config
-    method = request.GET.get("method", "grpo")
-    return resolve({"method": method if method in METHODS else "grpo"}).model_dump(mode="json")
-
-
 @login_required
-def launch(request):
+@require_http_methods(["GET", "POST"])
+@page_inputs(LaunchQuery)
+def launch(request, query: LaunchQuery):
     errors: dict[str, str] = {}
+    values = launch_defaults(request.user, query)  # ?from= a run the user cannot see is a 404 on any method
     if request.method == "POST":
+        home_team(request.user)  # a viewer of every team they belong to may not launch: 403 before anything
         raw, errors = parse_form(request.POST)
         values = raw
         if not errors:
             try:
-                run = services.launch_run(
-                    request.user, raw, project=pick_project(request), name=request.POST.get("name", "").strip(),
-                    tags=[t.strip() for t in request.POST.get("tags", "").split(",")],
-                )  # fmt: skip
+                about = LaunchFields.from_post(request.POST)
+                project = project_for_launch(request.user, about.project)
+                run = services.launch_run(request.user, raw, project=project, name=about.name, tags=about.tags)
                 return redirect("runs:detail", run_id=run.id)
-            except ConfigError as exc:
+            except (ConfigError, UserInputError) as exc:
                 errors = exc.fields
-    else:
-        values = launch_defaults(request)
     context = {
         "methods": [(name, desc) for name, (desc, _) in sorted(METHODS.items())],
         "method": values.get("method") or "",
         "sections": form_sections(values, errors),
         "errors": errors,
-        "projects": Project.objects.values_list("name", flat=True),
+        "warnings": schedule_warnings(values),  # beside the form, not errors: the run may still launch
+        "projects": visible_projects(request.user).values_list("name", flat=True).distinct(),
         "post": request.POST if request.method == "POST" else {},
     }
     return render(request, "runs/launch.html", context, status=400 if errors else 200)
 
 
-def pick_project(request) -> Project:
-    name = (request.POST.get("project") or "default").strip()[:100]
-    project, _ = Project.objects.get_or_create(name=name, defaults={"owner": request.user})
-    return project
+@login_required
+@require_POST
+def launch_warnings(request):
+    """The warnings of the launch form as it stands, for launch.js to refresh them on every change."""
+    raw, errors = parse_form(request.POST)
+    return JsonResponse({"warnings": [] if errors else schedule_warnings(raw)})
 
 
 @login_required
+@require_GET
 def run_detail(request, run_id: int):
-    run = get_object_or_404(Run.objects.select_related("project", "owner", "parent"), id=run_id)
-    keys = run_keys(run.id)
-    context = {
-        "run": run,
-        "config_yaml": yaml.safe_dump(run.config, sort_keys=False),
-        "keys": keys,
-        "charts": [k for k in DEFAULT_CHARTS if k in keys] or DEFAULT_CHARTS,
-        "default_charts": DEFAULT_CHARTS,
-        "transitions": run.transitions.all(),
-        "log_lines": list(run.log_lines.order_by("-id")[:200])[::-1],
-        "artifacts": run.artifacts.all(),
-        "sample_steps": list(run.samples.values_list("step", flat=True).distinct().order_by("step")),
-        "eval_every": RunConfig.model_validate(run.config).eval.every,
-    }
+    run = get_run_for_user(request.user, run_id, queryset=Run.objects.select_related("project", "owner", "parent"))
+    context = {**run_page_context(run), "share_links": live_share_links(run)}
     return render(request, "runs/detail.html", context)
 
 
 @login_required
 @require_POST
 def cancel(request, run_id: int):
-    run = get_object_or_404(Run, id=run_id)
+    run = get_run_for_user(request.user, run_id, Action.CHANGE)
     if services.request_cancel(run, request.user):
         run.refresh_from_db()
         messages.info(
@@ -149,6 +132,38 @@ def cancel(request, run_id: int):
 @login_required
 @require_POST
 def rerun(request, run_id: int):
-    run = get_object_or_404(Run, id=run_id)
-    new = services.rerun(run, request.user)
+    run = get_run_for_user(request.user, run_id, Action.CHANGE)
+    try:
+        new = services.rerun(run, request.user)
+    except UserInputError as exc:
+        messages.warning(request, exc.message)
+        return redirect("runs:detail", run_id=run.id)
     return redirect("runs:detail", run_id=new.id)
+
+
+@login_required
+@require_POST
+def share(request, run_id: int):
+    run = get_run_for_user(request.user, run_id)
+    try:
+        days = ShareForm.from_post(request.POST).days
+    except UserInputError as exc:
+        messages.warning(request, f"{exc.message}: {', '.join(exc.fields.values())}")
+        return redirect("runs:detail", run_id=run.id)
+    _, token = create_link(request.user, "run", [run], days=days)
+    url = request.build_absolute_uri(reverse("share", args=[token]))
+    messages.info(request, f"Anyone with this link can read the run for {days} days: {url}")
+    return redirect("runs:detail", run_id=run.id)
+
+
+@login_required
+@require_POST
+def delete(request, run_id: int):
+    run = get_run_for_user(request.user, run_id, Action.CHANGE)
+    try:
+        services.delete_run(run, request.user)
+    except UserInputError as exc:
+        messages.warning(request, exc.message)
+        return redirect("runs:detail", run_id=run.id)
+    messages.info(request, f"Deleted run #{run_id}.")
+    return redirect("runs:list")

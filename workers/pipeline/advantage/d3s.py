@@ -23,21 +23,11 @@ from __future__ import annotations
 import math
 
 import torch
-from pydantic import Field
 
-from workers.pipeline.advantage import ADVANTAGES, GroupEstimatorKnobs, GroupMean
+from workers.pipeline.advantage.base import GroupMean
+from workers.pipeline.advantage.knobs import D3SKnobs
 from workers.pipeline.batch import RolloutBatch
 from workers.pipeline.stages import AdvantageOutput
-
-
-class D3SKnobs(GroupEstimatorKnobs):
-    sample_share: float = Field(0.5, gt=0, le=1, description="Share of each group kept at the start of the schedule.")
-    token_share: float = Field(
-        0.5, gt=0, le=1, description="Share of the kept rollouts' tokens kept at the start of the schedule."
-    )
-    relax_steps: int = Field(
-        200, ge=1, le=1_000_000, description="Steps over which both shares rise linearly to 1 (keep everything)."
-    )
 
 
 def max_variance_subset(values: torch.Tensor, k: int) -> list[int]:
@@ -59,7 +49,6 @@ def relaxed(start: float, step: int, relax_steps: int) -> float:
     return start + (1 - start) * min(1.0, step / relax_steps)
 
 
-@ADVANTAGES.register("d3s")
 class DualLevelDownSampling(GroupMean):
     """GRPO advantages; train only each group's max-variance rollouts and their top |A|·H tokens, relaxing (D³S).
 

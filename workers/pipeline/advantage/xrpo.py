@@ -18,23 +18,11 @@ completions keep GRPO's value. Shapes: logprobs, mask (N, T) -> advantages (N,).
 from __future__ import annotations
 
 import torch
-from pydantic import Field
 
-from workers.pipeline.advantage import ADVANTAGES, GroupEstimatorKnobs, GroupMean
+from workers.pipeline.advantage.base import GroupMean
+from workers.pipeline.advantage.knobs import NoveltySharpeningKnobs
 from workers.pipeline.batch import RolloutBatch
 from workers.pipeline.stages import AdvantageOutput
-
-
-class NoveltySharpeningKnobs(GroupEstimatorKnobs):
-    novelty: float = Field(
-        1.0,
-        ge=0,
-        le=100,
-        description="lambda: the amplification per nat of per-token log-likelihood below the group's mean (0: GRPO).",
-    )
-    cap: float = Field(
-        0.5, ge=0, le=10, description="The most a positive advantage is amplified: by a factor of at most 1 + cap."
-    )
 
 
 def sequence_loglik(batch: RolloutBatch) -> torch.Tensor:
@@ -51,7 +39,6 @@ def novelty_factor(batch: RolloutBatch, advantages: torch.Tensor, weight: float,
     return torch.where(sharpen, 1 + (weight * novelty).clamp(max=cap), torch.ones_like(novelty))
 
 
-@ADVANTAGES.register("xrpo")
 class NoveltySharpenedGroupMean(GroupMean):
     """GRPO's advantage, amplified for correct completions less likely than their group's mean (XRPO).
 

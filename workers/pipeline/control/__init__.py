@@ -12,59 +12,12 @@ A control component answers five calls, each with a default in `Controller`:
 default: never), so a component that does not extend costs nothing and draws nothing.
 
 Components read what the run knows of each prompt from `ctx.history` (PromptHistory).
-Each method lives in its own module here and registers itself.
+
+The components are declared, with their knobs and cross-field checks, in knobs.py (torch-free:
+RunConfig reads it); their code is in base.py (the defaults, `Controller`) and one module per
+method, imported when a worker builds the stage.
 """
 
-from __future__ import annotations
+from workers.pipeline.control.knobs import CONTROLLERS
 
-from workers.knobs import Knobs
-from workers.pipeline.batch import RolloutBatch
-from workers.pipeline.stages import Budget, StageContext
-from workers.registry import Registry
-from workers.tasks import Example
-
-CONTROLLERS: Registry[type] = Registry("control component")
-
-
-class Controller:
-    """The defaults: the rollout section's budget, every candidate drawn is used, nothing is learned."""
-
-    Knobs = Knobs
-    candidates_per_prompt = 1  # candidates drawn per prompt the step trains on
-    max_stages = 1  # rollout stages per round; more lets `extend` add rollouts to scored groups
-
-    def __init__(self, cfg):
-        r = cfg.rollout
-        self.budget = Budget(
-            prompts=r.prompts_per_step,
-            group_size=r.group_size,
-            max_new_tokens=r.max_new_tokens,
-            candidates=r.prompts_per_step * self.candidates_per_prompt,
-        )
-
-    def plan(self, ctx: StageContext) -> Budget:
-        return self.budget
-
-    def select(self, ctx: StageContext, candidates: list[Example], count: int) -> list[Example]:
-        return candidates[:count]
-
-    def allocate(self, ctx: StageContext, examples: list[Example], budget: Budget) -> Budget:
-        return budget
-
-    def extend(self, ctx: StageContext, batch: RolloutBatch, stage: int) -> list[int]:
-        return []
-
-    def observe(self, batch: RolloutBatch) -> None:
-        pass
-
-    def metrics(self) -> dict[str, float]:
-        """pipeline/control/...: what the component did this step."""
-        return {}
-
-
-@CONTROLLERS.register("fixed")
-class FixedBudget(Controller):
-    """The same budget every step: rollout.prompts_per_step x rollout.group_size, rollout.max_new_tokens."""
-
-
-from workers.pipeline.control import dars, dots, duet, gdro, mopps, siri, vade, xrpo  # noqa: E402, F401  (registration)
+__all__ = ["CONTROLLERS"]

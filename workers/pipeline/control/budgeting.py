@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from workers.errors import ConfigError
-
 
 def fixed_mean_sizes(scores: np.ndarray, mean: int, low: int, high: int) -> tuple[list[int], float]:
     """Integer group sizes proportional to `scores` (P,), each in [low, high], summing to exactly len(scores) x mean.
@@ -30,13 +28,3 @@ def fixed_mean_sizes(scores: np.ndarray, mean: int, low: int, high: int) -> tupl
         if sizes[i] < high:
             sizes[i] += 1
     return sizes.tolist(), hi
-
-
-def check_mean_within_bounds(cfg, keeper: str) -> None:
-    """rollout.group_size, the mean a fixed-total allocation keeps, must lie within control.min_group/max_group."""
-    c, size = cfg.control, cfg.rollout.group_size
-    if not c.min_group <= size <= c.max_group:
-        raise ConfigError(
-            f"control: rollout.group_size {size} must lie within control.min_group {c.min_group} "
-            f"and control.max_group {c.max_group}, the mean {keeper} keeps"
-        )

@@ -29,37 +29,11 @@ stages per round).
 from __future__ import annotations
 
 import math
-from typing import Literal
 
-from pydantic import Field
-
-from workers.knobs import Knobs
 from workers.pipeline.batch import RolloutBatch
-from workers.pipeline.control import CONTROLLERS, Controller
+from workers.pipeline.control.base import Controller
+from workers.pipeline.control.knobs import DARSKnobs
 from workers.pipeline.stages import Budget, StageContext
-
-
-class DARSKnobs(Knobs):
-    schedule: Literal["equal-treatment", "hardness-weighted"] = Field(
-        "equal-treatment",
-        description="equal-treatment: each low-accuracy prompt gets the rollouts that bring its cumulative "
-        "advantage up to that of a G-group at accuracy 0.5; hardness-weighted: that mass times 2 (1 - accuracy), "
-        "so the harder the prompt, the more rollouts.",
-    )
-    threshold: float = Field(
-        0.5, gt=0, le=0.5, description="Prompts whose accuracy so far is below this get extra rollouts."
-    )
-    max_extra: int = Field(12, ge=1, le=1024, description="Most extra rollouts one prompt gets in a step.")
-    extra_budget: float = Field(
-        1.0,
-        gt=0,
-        le=16,
-        description="Most extra rollouts of a step, as a multiple of its base budget "
-        "(rollout.prompts_per_step x rollout.group_size).",
-    )
-    stages: int = Field(
-        3, ge=2, le=16, description="Rollout stages per round: the first, then up to stages - 1 of extras."
-    )
 
 
 def equal_treatment_size(accuracy: float, group_size: int) -> float:
@@ -110,7 +84,6 @@ def fit_to_budget(wanted: list[int], accuracies: list[float], left: int) -> list
     return granted
 
 
-@CONTROLLERS.register("dars")
 class DifficultyAdaptiveRollouts(Controller):
     """Prompts below an accuracy threshold get extra rollouts in further stages, the harder the more (DARS).
 

@@ -21,21 +21,12 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from pydantic import Field
 
-from workers.knobs import Knobs
 from workers.pipeline.batch import RolloutBatch
-from workers.pipeline.control import CONTROLLERS, Controller
+from workers.pipeline.control.base import Controller
+from workers.pipeline.control.knobs import DOTSKnobs
 from workers.pipeline.stages import StageContext
 from workers.tasks import Example
-
-
-class DOTSKnobs(Knobs):
-    candidates_per_prompt: int = Field(4, ge=1, le=64, description="Candidates drawn per prompt trained on.")
-    target: float = Field(0.5, gt=0, lt=1, description="The adaptive difficulty (failure rate) aimed at.")
-    temperature: float = Field(
-        0.1, gt=0, le=10, description="Temperature of the attention over the reference set (cosine similarity)."
-    )
 
 
 def attention_estimate(
@@ -50,7 +41,6 @@ def attention_estimate(
     return weights @ difficulty.float()
 
 
-@CONTROLLERS.register("dots")
 class DifficultyTargetedSelection(Controller):
     """Train on the prompts whose adaptive difficulty, estimated by attention over measured ones, is nearest 0.5 (DOTS).
 

@@ -24,32 +24,15 @@ from dataclasses import replace
 
 import numpy as np
 import torch
-from pydantic import Field
 
-from workers.knobs import Knobs
-from workers.pipeline.control import CONTROLLERS, Controller
-from workers.pipeline.control.budgeting import check_mean_within_bounds, fixed_mean_sizes
+from workers.pipeline.control.base import Controller
+from workers.pipeline.control.budgeting import fixed_mean_sizes
+from workers.pipeline.control.knobs import DUETKnobs
 from workers.pipeline.stages import Budget, StageContext
 from workers.rollout import Partial, StopRule
 from workers.tasks import Example
 
 
-class DUETKnobs(Knobs):
-    min_group: int = Field(2, ge=2, le=256, description="Fewest rollouts a prompt gets.")
-    max_group: int = Field(16, ge=2, le=256, description="Most rollouts a prompt gets.")
-    abort_after: float = Field(
-        0.75,
-        gt=0,
-        le=1,
-        description="Share of a rollout's length limit after which, without the marker, it is aborted.",
-    )
-    marker: str = Field(
-        "", max_length=64, description="Text whose tokens show a rollout has begun its answer ('': no gate)."
-    )
-    min_survivors: int = Field(2, ge=1, le=256, description="Rollouts of a group never aborted (the last ones left).")
-
-
-@CONTROLLERS.register("duet")
 class DualTokenAllocation(Controller):
     """A surrogate sets each prompt's rollouts at a fixed total; long rollouts without an answer marker abort (DUET).
 
@@ -65,10 +48,6 @@ class DualTokenAllocation(Controller):
         self.knobs = cfg.control
         self.last: dict[str, float] = {}
         self.marker_ids: list[int] | None = None
-
-    @staticmethod
-    def check_config(cfg) -> None:
-        check_mean_within_bounds(cfg, "DUET")
 
     def plan(self, ctx: StageContext) -> Budget:
         self.last = {"pipeline/control/aborted": 0.0}

@@ -23,43 +23,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-from pydantic import Field
 
-from workers.knobs import Knobs
 from workers.pipeline.batch import RolloutBatch
-from workers.pipeline.control import CONTROLLERS, Controller
-from workers.pipeline.control.budgeting import check_mean_within_bounds, fixed_mean_sizes
+from workers.pipeline.control.base import Controller
+from workers.pipeline.control.budgeting import fixed_mean_sizes
+from workers.pipeline.control.knobs import GDROKnobs
 from workers.pipeline.history import PromptHistory
 from workers.pipeline.stages import Budget, StageContext
 from workers.tasks import Example
-
-
-class GDROKnobs(Knobs):
-    classes: int = Field(
-        4, ge=2, le=8, description="Difficulty classes of seen prompts, by pass rate (unseen: one more)."
-    )
-    prompt_game: bool = Field(
-        True, description="Prompt-GDRO: draw the step's prompts by the classes' adversary weights."
-    )
-    rollout_game: bool = Field(
-        True, description="Rollout-GDRO: move rollouts between classes at a fixed mean group size (rollout.group_size)."
-    )
-    candidates_per_prompt: int = Field(
-        4, ge=1, le=64, description="Candidates drawn per prompt trained on, for the prompt game to choose from."
-    )
-    eta: float = Field(0.5, gt=0, le=10, description="Learning rate of the multiplicative weights.")
-    ema: float = Field(0.9, ge=0, lt=1, description="Share of a class's running loss and pass rate kept per step.")
-    explore: float = Field(0.1, ge=0, le=1, description="Uniform share mixed into the prompt game's class sampling.")
-    pass_rate_clip: float = Field(
-        0.2,
-        ge=0.01,
-        le=0.5,
-        description="The rollout game's variance proxy p(1-p) uses the class's pass rate clipped to [clip, 1-clip], "
-        "so a class that never succeeds keeps the variance of one that could: more rollouts are how it finds its "
-        "first success.",
-    )
-    min_group: int = Field(2, ge=2, le=256, description="Fewest rollouts a prompt gets under the rollout game.")
-    max_group: int = Field(16, ge=2, le=256, description="Most rollouts a prompt gets under the rollout game.")
 
 
 def difficulty_class(history: PromptHistory, example: Example, classes: int) -> int:
@@ -70,7 +41,6 @@ def difficulty_class(history: PromptHistory, example: Example, classes: int) -> 
     return min(classes - 1, int((1.0 - stats.last_pass_rate) * classes))
 
 
-@CONTROLLERS.register("gdro")
 class GroupDRO(Controller):
     """Adversaries over online pass-rate classes pick prompts and move rollouts to hard classes at a fixed mean (GDRO).
 
@@ -94,11 +64,6 @@ class GroupDRO(Controller):
         self.rng = np.random.default_rng([cfg.seed, 0x6764726F])  # its own stream: the data order stays put
         self.classes_of: dict[str, int] = {}  # the class each prompt of this step was drawn in
         self.last: dict[str, float] = {}
-
-    @staticmethod
-    def check_config(cfg) -> None:
-        if cfg.control.rollout_game:
-            check_mean_within_bounds(cfg, "the rollout game")
 
     def plan(self, ctx: StageContext) -> Budget:
         self.classes_of = {}  # a new step: the classes its prompts are drawn in, over all its rounds

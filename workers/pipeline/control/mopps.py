@@ -13,28 +13,12 @@ found without spending a rollout on the others.
 from __future__ import annotations
 
 import numpy as np
-from pydantic import Field
 
-from workers.knobs import Knobs
-from workers.pipeline.control import CONTROLLERS, Controller
+from workers.pipeline.control.base import Controller
+from workers.pipeline.control.knobs import MoPPSKnobs
 from workers.pipeline.history import PromptHistory
 from workers.pipeline.stages import StageContext
 from workers.tasks import Example
-
-
-class MoPPSKnobs(Knobs):
-    candidates_per_prompt: int = Field(
-        8, ge=1, le=64, description="Candidates drawn per prompt rolled out (the authors' ts_ratio: 8)."
-    )
-    target: float = Field(0.5, gt=0, lt=1, description="The pass rate the selected prompts are predicted to have.")
-    decay: float = Field(
-        0.5,
-        ge=0,
-        le=1,
-        description="Forgetting per visit: the share of a prompt's old posterior kept when new outcomes arrive "
-        "(1 = never forget; the authors use 0.5).",
-    )
-    prior: float = Field(1.0, gt=0, le=1e6, description="alpha_0 = beta_0 of the Beta prior (1: uniform).")
 
 
 def forgetting_posterior(history: PromptHistory, example: Example, decay: float, prior: float) -> tuple[float, float]:
@@ -47,7 +31,6 @@ def forgetting_posterior(history: PromptHistory, example: Example, decay: float,
     return alpha, beta
 
 
-@CONTROLLERS.register("mopps")
 class ModelPredictivePromptSelection(Controller):
     """Roll out the prompts whose Thompson-sampled pass rate is nearest the target (MoPPS); no extra rollouts.
 

@@ -16,29 +16,11 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from pydantic import Field
-
-from workers.knobs import Knobs
-from workers.pipeline.control import CONTROLLERS, Controller
+from workers.pipeline.control.base import Controller
+from workers.pipeline.control.knobs import SIRIKnobs
 from workers.pipeline.stages import Budget, StageContext
 
 
-class SIRIKnobs(Knobs):
-    short: int = Field(
-        0, ge=0, le=4096, description="The compressed limit, in tokens (the cosine's low point); 0 = half the expanded."
-    )
-    long: int = Field(
-        0, ge=0, le=4096, description="The expanded limit, in tokens (the high point); 0 = rollout.max_new_tokens."
-    )
-    period: int = Field(100, ge=2, le=1_000_000, description="Steps of one compression-expansion cycle.")
-
-    def limits(self, max_new_tokens: int) -> tuple[int, int]:
-        """(compressed, expanded) in tokens, with the defaults resolved against rollout.max_new_tokens."""
-        long = self.long or max_new_tokens
-        return self.short or max(1, long // 2), long
-
-
-@CONTROLLERS.register("siri")
 class InterleavedCompression(Controller):
     """The rollout length limit oscillates between control.short and control.long on a cosine (SIRI).
 
@@ -53,12 +35,6 @@ class InterleavedCompression(Controller):
         self.short, self.long = cfg.control.limits(cfg.rollout.max_new_tokens)
         self.period = cfg.control.period
         self.limit = self.long
-
-    @staticmethod
-    def check_config(cfg) -> None:
-        short, long = cfg.control.limits(cfg.rollout.max_new_tokens)
-        if short >= long:
-            raise ValueError(f"control.short: {short} must be below the expanded limit ({long})")
 
     def limit_at(self, step: int) -> int:
         phase = 2 * math.pi * ((step - 1) % self.period) / self.period

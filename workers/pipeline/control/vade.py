@@ -18,31 +18,12 @@ scales (the paper's two-scale prior decay, as read here):
 from __future__ import annotations
 
 import numpy as np
-from pydantic import Field
 
-from workers.knobs import Knobs
-from workers.pipeline.control import CONTROLLERS, Controller
+from workers.pipeline.control.base import Controller
+from workers.pipeline.control.knobs import VADEKnobs
 from workers.pipeline.history import PromptHistory
 from workers.pipeline.stages import StageContext
 from workers.tasks import Example
-
-
-class VADEKnobs(Knobs):
-    candidates_per_prompt: int = Field(8, ge=1, le=64, description="Candidates drawn per prompt rolled out.")
-    step_decay: float = Field(
-        0.99,
-        ge=0,
-        le=1,
-        description="Slow scale: the share of a prompt's evidence kept per training step since it was observed "
-        "(1 = evidence never ages).",
-    )
-    visit_decay: float = Field(
-        0.5,
-        ge=0,
-        le=1,
-        description="Fast scale: the share of a prompt's earlier evidence kept when new outcomes of it arrive.",
-    )
-    prior: float = Field(1.0, gt=0, le=1e6, description="alpha_0 = beta_0 of the Beta prior (1: uniform).")
 
 
 def two_scale_posterior(
@@ -64,7 +45,6 @@ def two_scale_posterior(
     return prior + aged * right_mass, prior + aged * wrong_mass
 
 
-@CONTROLLERS.register("vade")
 class VarianceAwareDynamicSampling(Controller):
     """Roll out the prompts with the largest Thompson-sampled variance p(1-p), from a two-scale decayed Beta (VADE).
 

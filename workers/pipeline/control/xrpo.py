@@ -23,39 +23,13 @@ from __future__ import annotations
 import math
 from functools import cache
 
-from pydantic import Field
 from scipy.stats import t as student_t
 
-from workers.knobs import Knobs
 from workers.pipeline.batch import RolloutBatch
-from workers.pipeline.control import CONTROLLERS, Controller
+from workers.pipeline.control.base import Controller
+from workers.pipeline.control.knobs import XRPOKnobs
 from workers.pipeline.history import PromptHistory
 from workers.pipeline.stages import Budget, StageContext
-
-
-class XRPOKnobs(Knobs):
-    extra_budget: float = Field(
-        1.0,
-        gt=0,
-        le=16,
-        description="Most extra rollouts of a step, as a multiple of its base budget "
-        "(rollout.prompts_per_step x rollout.group_size, the first stage of rollout.group_size per prompt).",
-    )
-    round_size: int = Field(
-        0, ge=0, le=65536, description="Extra rollouts handed out per stage (0 = rollout.prompts_per_step)."
-    )
-    stages: int = Field(
-        5, ge=2, le=64, description="Rollout stages per round: the first, then up to stages - 1 rounds of extras."
-    )
-    confidence: float = Field(
-        0.95, gt=0.5, lt=1, description="1 - alpha: the level of the t confidence interval of a mean reward."
-    )
-    bonus: float = Field(
-        0.05,
-        ge=0,
-        le=10,
-        description="c of the exploration bonus c sqrt(ln N / n_q) for prompts sampled less often (0: none).",
-    )
 
 
 @cache
@@ -101,7 +75,6 @@ def past_rollouts(history: PromptHistory, batch: RolloutBatch) -> list[int]:
     return [stats.samples if (stats := history.get(e)) else 0 for e in batch.examples]
 
 
-@CONTROLLERS.register("xrpo")
 class UncertaintyAllocation(Controller):
     """Rounds of extra rollouts go to the prompts whose t-interval of the mean reward shrinks most (XRPO).
 

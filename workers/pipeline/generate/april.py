@@ -18,25 +18,12 @@ import math
 from dataclasses import dataclass
 
 import torch
-from pydantic import Field
 
-from workers.knobs import Knobs
 from workers.pipeline.batch import RolloutBatch
-from workers.pipeline.generate import GENERATORS
+from workers.pipeline.generate.knobs import APRILKnobs
 from workers.pipeline.stages import Budget, StageContext
 from workers.rollout import Generations, Partial, Prefix, SamplingParams, StopRule
 from workers.tasks import Example
-
-
-class APRILKnobs(Knobs):
-    oversample: float = Field(
-        2.0,
-        ge=1,
-        le=8,
-        description="Groups in flight per group trained on: the pool is topped up with new prompts to "
-        "ceil(oversample x prompts) groups (the paper's over-provisioned rollout batch).",
-    )
-    check_every: int = Field(1, ge=1, le=1024, description="Tokens between two checks of how many groups are finished.")
 
 
 @dataclass
@@ -63,7 +50,6 @@ class PooledGroup:
         return all(row.ended for row in self.rows)
 
 
-@GENERATORS.register("april")
 class ActivePartialRollouts:
     """Over-provision groups, stop when the step's groups are finished, continue unfinished completions later (APRIL).
 

@@ -20,24 +20,13 @@ import math
 
 import numpy as np
 import torch
-from pydantic import Field
 
-from workers.knobs import Knobs
 from workers.pipeline.batch import RolloutBatch
-from workers.pipeline.generate import GENERATORS, decoded_batch
+from workers.pipeline.generate.base import decoded_batch
+from workers.pipeline.generate.knobs import ArrolKnobs
 from workers.pipeline.stages import Budget, StageContext
 from workers.rollout import Partial, SamplingParams, StopRule
 from workers.tasks import Example
-
-
-class ArrolKnobs(Knobs):
-    oversample: float = Field(2.0, ge=1, le=8, description="Rollouts started per rollout kept (of each group).")
-    check_at: int = Field(
-        2, ge=2, le=4096, description="Tokens after which the head judges the partial rollouts and the group is pruned."
-    )
-    head_lr: float = Field(0.05, gt=0, le=10, description="Learning rate of the quality head (Adam).")
-    head_steps: int = Field(20, ge=1, le=1000, description="Gradient steps of the head after each scored step.")
-    warmup_steps: int = Field(5, ge=0, le=10_000, description="Steps the head trains before its predictions prune.")
 
 
 def balanced_survivors(predicted: torch.Tensor, keep: int) -> list[int]:
@@ -47,7 +36,6 @@ def balanced_survivors(predicted: torch.Tensor, keep: int) -> list[int]:
     return sorted(order[:likely_right] + order[len(order) - (keep - likely_right) :])
 
 
-@GENERATORS.register("arrol")
 class OnlineRolloutPruning:
     """Over-sample, predict partial rollouts' success with a head trained online, prune groups to G balanced (arrol).
 

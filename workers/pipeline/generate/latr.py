@@ -28,26 +28,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
-from pydantic import Field
 
-from workers.knobs import Knobs
 from workers.pipeline.batch import RolloutBatch
-from workers.pipeline.generate import GENERATORS, decoded_batch, sample_groups
+from workers.pipeline.generate.base import decoded_batch, sample_groups
+from workers.pipeline.generate.knobs import LATRKnobs
 from workers.pipeline.stages import Budget, StageContext
 from workers.rollout import Generations
 from workers.rollout.hf import left_pad, restrict
 from workers.tasks import Example
-
-
-class LATRKnobs(Knobs):
-    branch_threshold: float = Field(
-        0.2, gt=0, le=1, description="Branch where the most likely other token has at least this probability."
-    )
-    lookahead: int = Field(2, ge=1, le=1024, description="Tokens a new branch is decoded before it is compared.")
-    similarity: float = Field(
-        1.0, gt=0, le=1, description="Prune a branch whose lookahead tokens match its sibling's at this share or more."
-    )
-    roots: int = Field(1, ge=1, le=256, description="Sequences each tree starts from (at most the group size).")
 
 
 @dataclass
@@ -61,7 +49,6 @@ class Branch:
     split_at: int = 0  # its length when it split off
 
 
-@GENERATORS.register("latr")
 class LookaheadTreeRollouts:
     """Branch at uncertain tokens into other candidates, look ahead, prune branches that stay alike (LATR).
 

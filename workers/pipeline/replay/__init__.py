@@ -1,29 +1,9 @@
-"""Replay stage: what is kept from a step and reused in later ones."""
+"""Replay stage: what is kept from a step and reused in later ones.
 
-from __future__ import annotations
+The components are declared, with their knobs, in knobs.py (torch-free: RunConfig reads it);
+their code is in base.py and one module per method, imported when a worker builds the stage.
+"""
 
-from workers.knobs import Knobs
-from workers.pipeline.batch import RolloutBatch
-from workers.registry import Registry
+from workers.pipeline.replay.knobs import REPLAYS
 
-REPLAYS: Registry[type] = Registry("replay component")
-
-
-@REPLAYS.register("none")
-class NoReplay:
-    """Every batch is fresh: nothing is stored, nothing reused (on-policy GRPO)."""
-
-    Knobs = Knobs
-
-    def __init__(self, cfg):
-        pass
-
-    def mix(self, batch: RolloutBatch, step: int) -> RolloutBatch:
-        batch.note("replay", "fresh")
-        return batch
-
-    def store(self, batch: RolloutBatch, step: int) -> None:
-        pass
-
-
-from workers.pipeline.replay import rollout_replay, rorecomp  # noqa: E402, F401  (registration)
+__all__ = ["REPLAYS"]

@@ -18,21 +18,11 @@ from __future__ import annotations
 from collections import deque
 
 import numpy as np
-from pydantic import Field
 
-from workers.knobs import Knobs
 from workers.pipeline.batch import RolloutBatch
-from workers.pipeline.replay import REPLAYS
+from workers.pipeline.replay.knobs import RolloutReplayKnobs
 
 
-class RolloutReplayKnobs(Knobs):
-    groups: int = Field(16, ge=0, le=4096, description="Buffered groups added to each step's fresh ones.")
-    capacity: int = Field(
-        128, ge=1, le=100_000, description="Groups the buffer holds (the most recent; older ones are dropped)."
-    )
-
-
-@REPLAYS.register("rollout-replay")
 class RolloutReplay:
     """Each step trains on its fresh groups plus recent informative groups from a FIFO buffer (DOTS's rollout replay).
 

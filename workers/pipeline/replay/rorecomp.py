@@ -22,20 +22,9 @@ from __future__ import annotations
 from collections import deque
 
 import torch
-from pydantic import Field
 
-from workers.knobs import Knobs
 from workers.pipeline.batch import RolloutBatch
-from workers.pipeline.replay import REPLAYS
-
-
-class RoRecompKnobs(Knobs):
-    compensation_every: int = Field(
-        2, ge=1, le=1000, description="Every k-th step the buffered completions are trained on (compensation)."
-    )
-    capacity: int = Field(
-        256, ge=1, le=100_000, description="Groups the buffer holds; the oldest are dropped beyond it."
-    )
+from workers.pipeline.replay.knobs import RoRecompKnobs
 
 
 def priority_rows(batch: RolloutBatch) -> torch.Tensor:
@@ -53,7 +42,6 @@ def priority_rows(batch: RolloutBatch) -> torch.Tensor:
     return keep
 
 
-@REPLAYS.register("rorecomp")
 class RolloutRecomposition:
     """Priority batches of short-correct and long-incorrect completions; the rest replayed as compensation (RoRecomp).
 

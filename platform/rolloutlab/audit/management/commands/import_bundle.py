@@ -3,6 +3,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from rolloutlab.accounts.access import project_for_launch
 from rolloutlab.audit.services import import_bundle
 from workers.bundle import BundleError
 
@@ -20,7 +21,7 @@ class Command(BaseCommand):
         if owner is None:
             raise CommandError(f"no user named {user!r}")
         try:
-            run = import_bundle(bundle, owner, project)
+            run = import_bundle(bundle, owner, project_for_launch(owner, project))
         except BundleError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"imported run #{run.id}: {run.name} ({run.summary.get('eval/pass@1', '—')} eval/pass@1)")

@@ -9,10 +9,13 @@ channel layer, and runs executed in this very process.
 from pathlib import Path
 
 import yaml
+from daphne.cli import CommandLineInterface
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
+
+from rolloutlab.runs.services import launch_run
 
 EXAMPLE = Path(settings.BASE_DIR) / "examples" / "grpo-arith-quick.yaml"
 
@@ -27,18 +30,14 @@ class Command(BaseCommand):
 
     def handle(self, *args, examples, port, host, **options):
         call_command("migrate", verbosity=0)
-        call_command("demo_user", username="demo", password="demo")
+        call_command("demo_user", username="demo", password="demo", team="demo", role="admin")
         if examples:
             self.queue_examples()
         mode = "embedded (SQLite, in-process runs)" if settings.EMBEDDED else "PostgreSQL + Redis + Celery"
         self.stdout.write(f"\nRollout Lab is serving at http://{host}:{port}/  (log in as demo / demo; {mode})\n")
-        from daphne.cli import CommandLineInterface
-
         CommandLineInterface().run(["-b", host, "-p", str(port), "rolloutlab.asgi:application"])
 
     def queue_examples(self) -> None:
-        from rolloutlab.runs.services import launch_run
-
         user = get_user_model().objects.get(username="demo")
         base = yaml.safe_load(EXAMPLE.read_text())
         for method in ("grpo", "mc-grpo"):

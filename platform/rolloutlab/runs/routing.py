@@ -1,5 +1,5 @@
 from django.urls import path
 
-from rolloutlab.metrics.consumers import RunConsumer
+from rolloutlab.runs.consumers import RunConsumer
 
 websocket_urlpatterns = [path("ws/runs/<int:run_id>/", RunConsumer.as_asgi())]

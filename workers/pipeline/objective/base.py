@@ -1,52 +1,12 @@
-"""Objective stage: the policy loss built from new and old log-probabilities and advantages.
-
-KL to the reference and the entropy bonus are added by the trainer for every
-objective alike (objective.kl_coef, objective.entropy_coef), using the same
-aggregation, so they are knobs of every method.
-"""
+"""The objective stage's losses, the k3 KL estimate and the loss aggregations (see __init__)."""
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
-from pydantic import Field
 
-from workers.knobs import Knobs
+from workers import metrics
+from workers.pipeline.objective.knobs import ObjectiveKnobs
 from workers.pipeline.stages import LossInputs, LossOutput
-from workers.registry import Registry
-
-OBJECTIVES: Registry[type] = Registry("objective")
-
-
-class ObjectiveKnobs(Knobs):
-    """The knobs every objective shares: the clip range, the loss aggregation, KL, entropy and pi_old."""
-
-    clip_low: float = Field(0.2, gt=0, lt=1, description="Ratio clipped below at 1 - clip_low.")
-    clip_high: float = Field(
-        0.2, gt=0, description="Ratio clipped above at 1 + clip_high (DAPO's clip-higher raises it)."
-    )
-    aggregation: Literal["sequence-mean", "sequence-sum", "token-mean", "constant"] = Field(
-        "sequence-mean",
-        description="How token losses become one number: sequence-mean averages each completion's tokens "
-        "then the completions (GRPO); sequence-sum sums each completion's tokens, then averages the "
-        "completions (RLOO: one action per completion); token-mean averages all tokens of the batch (DAPO); "
-        "constant sums tokens and divides by completions x max_new_tokens (Dr. GRPO).",
-    )
-    kl_coef: float = Field(
-        0.0,
-        ge=0,
-        description="Weight of the KL penalty to the frozen initial policy (k3 estimator; the log-gap is "
-        "clamped to +-20 and the per-token value to 10, so one runaway token cannot make the loss inf).",
-    )
-    entropy_coef: float = Field(0.0, ge=0, description="Weight of the entropy bonus.")
-    old_logprobs: Literal["auto", "sampler", "recompute"] = Field(
-        "auto",
-        description="Where pi_old of the ratio comes from. sampler: the log-probabilities the rollout "
-        "backend returned; recompute: one forward of the trainer's own before the first update (the "
-        "sampler's kept for policy/sampler_logprob_diff); auto: recompute unless the policy is float32 "
-        "and sampled by `hf`, where the two agree to rounding.",
-    )
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> float:
@@ -65,13 +25,15 @@ def sequence_advantages(x: LossInputs) -> torch.Tensor:
     return (x.advantages * x.mask).sum(-1) / x.mask.sum(-1).clamp(min=1)
 
 
-@OBJECTIVES.register("token-clip")
 class TokenClip:
     """PPO's clipped surrogate per token (Schulman et al. 2017, eq. 7; GRPO: Shao et al. 2024, eq. 3).
 
     L_t = -min(rho_t A, clip(rho_t, 1 - clip_low, 1 + clip_high) A), rho_t = pi(o_t) / pi_old(o_t).
     DAPO's clip-higher (Yu et al. 2025, sec. 3.1) is clip_high > clip_low.
     Shapes: logprobs (B, T), advantages (B,) or (B, T). Knobs: objective.clip_low, clip_high, aggregation.
+
+    Two seams for the off-policy corrections built on it (offpolicy.py): `ratio` (the rho_t the
+    surrogate clips) and `weights` (a constant per-token factor of the surrogate, and its stats).
     """
 
     Knobs = ObjectiveKnobs
@@ -79,23 +41,35 @@ class TokenClip:
     def __init__(self, cfg):
         self.low, self.high = cfg.objective.clip_low, cfg.objective.clip_high
 
+    def ratio(self, x: LossInputs) -> torch.Tensor:
+        """(B, T) rho_t = pi(o_t) / pi_old(o_t), differentiable."""
+        return torch.exp(x.logprobs - x.old_logprobs)
+
+    def weights(self, x: LossInputs) -> tuple[torch.Tensor | None, dict[str, float]]:
+        """(B, T) a factor of each token's surrogate, no gradient (None: 1); and what it did."""
+        return None, {}
+
     def __call__(self, x: LossInputs) -> LossOutput:
-        ratio = torch.exp(x.logprobs - x.old_logprobs)  # (B, T)
+        ratio = self.ratio(x)  # (B, T)
         advantage = token_advantages(x)  # (B, 1) or (B, T)
         unclipped = ratio * advantage
         clipped = ratio.clamp(1 - self.low, 1 + self.high) * advantage
-        loss = x.aggregate(-torch.minimum(unclipped, clipped))
+        surrogate = -torch.minimum(unclipped, clipped)  # (B, T)
+        weight, weight_stats = self.weights(x)
+        if weight is not None:
+            surrogate = surrogate * weight
+        loss = x.aggregate(surrogate)
         with torch.no_grad():
             low = ((ratio < 1 - self.low) & (advantage < 0)).float()
             high = ((ratio > 1 + self.high) & (advantage > 0)).float()
             stats = {
-                "policy/clip_ratio/low": masked_mean(low, x.mask),
-                "policy/clip_ratio/high": masked_mean(high, x.mask),
+                metrics.CLIP_RATIO_LOW: masked_mean(low, x.mask),
+                metrics.CLIP_RATIO_HIGH: masked_mean(high, x.mask),
+                **weight_stats,
             }
         return LossOutput(loss=loss, stats=stats)
 
 
-@OBJECTIVES.register("sequence-clip")
 class SequenceClip:
     """GSPO's sequence-level ratio, clipped per sequence (Zheng et al. 2025, eq. 5-7).
 
@@ -125,9 +99,9 @@ class SequenceClip:
         with torch.no_grad():
             weight = in_loss.float()
             stats = {
-                "policy/clip_ratio/low": masked_mean(((ratio < 1 - self.low) & (advantages < 0)).float(), weight),
-                "policy/clip_ratio/high": masked_mean(((ratio > 1 + self.high) & (advantages > 0)).float(), weight),
-                "policy/sequence_ratio_mean": masked_mean(ratio, weight),
+                metrics.CLIP_RATIO_LOW: masked_mean(((ratio < 1 - self.low) & (advantages < 0)).float(), weight),
+                metrics.CLIP_RATIO_HIGH: masked_mean(((ratio > 1 + self.high) & (advantages > 0)).float(), weight),
+                metrics.SEQUENCE_RATIO_MEAN: masked_mean(ratio, weight),
             }
         return LossOutput(loss=loss, stats=stats)
 

@@ -8,6 +8,7 @@ Every setting has a default, so a URL with only `runs` (or `experiment`) is comp
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
@@ -15,8 +16,8 @@ from urllib.parse import urlencode
 X_AXES = {"step": None, "tokens": "counters/rollout_tokens", "seconds": "counters/wall_s"}
 DEFAULT_METRICS = ["eval/pass@1", "reward/mean"]
 MAX_RUNS, MAX_METRICS = 200, 12
-_METRIC = re.compile(r"^[\w@./-]{1,200}$")
-_GROUP = re.compile(r"^(method|task|seed|name|[a-z_]+\.[a-z_]+(\.[a-z_]+)?)$")
+_METRIC = re.compile(r"[A-Za-z][\w@./-]{0,199}")
+_GROUP = re.compile(r"method|task|seed|name|[a-z_]{1,40}\.[a-z_]{1,40}(\.[a-z_]{1,40})?")
 
 
 class BadView(ValueError):
@@ -74,12 +75,14 @@ def parse_view(params) -> View:
         raise BadView("runs: give run ids (runs=1,2,3) or an experiment (experiment=4)")
     if len(view.runs) > MAX_RUNS:
         raise BadView(f"runs: at most {MAX_RUNS} runs")
-    if not _GROUP.match(view.group):
+    if not _GROUP.fullmatch(view.group):
         raise BadView("group: 'method', 'task', 'seed' or a config knob such as 'objective.clip_high'")
-    if not view.metrics or len(view.metrics) > MAX_METRICS or not all(_METRIC.match(m) for m in view.metrics):
+    if not view.metrics or len(view.metrics) > MAX_METRICS or not all(_METRIC.fullmatch(m) for m in view.metrics):
         raise BadView(f"metrics: one to {MAX_METRICS} metric names, comma-separated")
-    if not _METRIC.match(view.table_metric):
+    if not _METRIC.fullmatch(view.table_metric):
         raise BadView("table: a metric name")
+    if len(view.baseline) > 200 or not view.baseline.isprintable():
+        raise BadView("baseline: the label of one group, at most 200 printable characters")
     if view.x not in X_AXES:
         raise BadView(f"x: one of {', '.join(X_AXES)}")
     if not 0 <= view.smooth < 1:
@@ -88,14 +91,17 @@ def parse_view(params) -> View:
 
 
 def _ids(text: str, name: str) -> list[int]:
-    parts = [p for p in text.split(",") if p.strip()]
-    if not all(p.strip().isdigit() for p in parts):
-        raise BadView(f"{name}: comma-separated run ids")
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not all(p.isascii() and p.isdigit() and 0 < len(p) <= 18 for p in parts):
+        raise BadView(f"{name}: comma-separated ids, each a whole number written with 0-9")
     return [int(p) for p in parts]
 
 
 def _number(text: str, name: str) -> float:
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
-        raise BadView(f"{name}: a number, not {text!r}") from None
+        raise BadView(f"{name}: a number, not {text[:40]!r}") from None
+    if not math.isfinite(value):
+        raise BadView(f"{name}: a finite number, not {text[:40]!r}")
+    return value

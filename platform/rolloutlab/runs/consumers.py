@@ -1,0 +1,122 @@
+"""The websocket of one run: /ws/runs/<id>/.
+
+The consumer joins the run's group, then answers the client's resume message
+with every point past the steps it already has (joining first means nothing
+committed in between is missed; the client drops any point it already holds),
+then forwards the group's events.
+
+Client -> server: {"resume": {"reward/mean": 41, ...}}
+Server -> client: {"kind": "points", "points": {key: [[step, value], ...]}}
+                  {"kind": "state", "state": ..., "detail": ...}
+                  {"kind": "progress", "step": ..., "total_steps": ..., "train_seconds": ...}
+                  {"kind": "log", "lines": [...]}
+                  a non-finite point is [step, null, "nan" | "+inf" | "-inf"]
+
+While PostgreSQL or Redis is away the socket is accepted and closed at once with
+code 4503 (UNAVAILABLE): a close before accepting would reach the browser as a
+bare 1006. The client reconnects and resumes from the steps it holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from pydantic import Field, ValidationError
+
+from rolloutlab.accounts.access import visible_runs
+from rolloutlab.accounts.sharing import grant_for
+from rolloutlab.inputs import MAX_ID, MAX_INT32, MetricName, Strict, field_errors
+from rolloutlab.metrics import realtime
+from rolloutlab.metrics.series import points_after
+from rolloutlab.outages import SocketOutages, service_down
+
+UNAVAILABLE = SocketOutages.CLOSE_CODE  # a service is away: reconnect in a moment
+
+
+class ClientMessage(Strict):
+    """{"resume": {metric: last step held}}: what the client already has."""
+
+    resume: dict[MetricName, Annotated[int, Field(ge=-1, le=MAX_INT32)]] = Field(max_length=500)
+
+
+class RunConsumer(AsyncJsonWebsocketConsumer):
+    async def __call__(self, scope, receive, send):
+        """Redis going away under an open socket ends the consumer's receive loop: close with 4503, not 1011."""
+        try:
+            await super().__call__(scope, receive, send)
+        except Exception as exc:
+            if not service_down(exc):
+                raise
+            await send({"type": "websocket.close", "code": UNAVAILABLE})
+
+    async def connect(self):
+        realtime.server_loop = asyncio.get_running_loop()
+        self.run_id = int(self.scope["url_route"]["kwargs"]["run_id"])
+        try:
+            user = await self.share_grant() or self.scope.get("user")
+            self.scope["user"] = user
+            if not (self.run_id <= MAX_ID and user and user.is_authenticated and await self.run_visible(user)):
+                await self.close(code=4403)
+                return
+            group = realtime.run_group(self.run_id)
+            await self.channel_layer.group_add(group, self.channel_name)
+            self.group = group
+        except Exception as exc:
+            await self.unavailable(exc)
+            return
+        await self.accept()
+
+    async def unavailable(self, exc: Exception, accepted: bool = False) -> None:
+        if not service_down(exc):
+            raise exc
+        if not accepted:
+            await self.accept()
+        await self.send_json({"kind": "unavailable", "error": f"the {service_down(exc)} is unavailable"})
+        await self.close(code=UNAVAILABLE)
+
+    async def disconnect(self, code):
+        if hasattr(self, "group"):
+            try:
+                await self.channel_layer.group_discard(self.group, self.channel_name)
+            except Exception as exc:  # Redis away: its group entries expire by themselves
+                if not service_down(exc):
+                    raise
+
+    async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        """A message that is not a resume of bounded size is answered with an error naming what is wrong."""
+        try:
+            message = ClientMessage.model_validate_json(text_data or bytes_data or b"")
+        except ValidationError as exc:
+            await self.send_json({"kind": "error", "error": "invalid message", "fields": field_errors(exc)})
+            return
+        try:
+            points, state = await self.backlog(message.resume)
+        except Exception as exc:
+            await self.unavailable(exc, accepted=True)
+            return
+        await self.send_json(state)
+        if points:
+            await self.send_json({"kind": "points", "points": points})
+
+    async def run_event(self, message):
+        await self.send_json(message["event"])
+
+    @database_sync_to_async
+    def share_grant(self):
+        """?share=<token>: a share link's holder watches the link's runs (None without one)."""
+        token = parse_qs(self.scope.get("query_string", b"").decode("latin-1")).get("share", [""])[0]
+        return grant_for(token[:500]) if token else None
+
+    @database_sync_to_async
+    def run_visible(self, user) -> bool:
+        return visible_runs(user).filter(id=self.run_id).exists()
+
+    @database_sync_to_async
+    def backlog(self, resume: dict[str, int]):
+        run = visible_runs(self.scope["user"]).get(id=self.run_id)
+        state = {"kind": "state", "state": run.state, "detail": run.detail, "step": run.step}
+        return points_after(self.run_id, resume), state

@@ -1,0 +1,120 @@
+"""Share links: a signed, expiring, revocable, read-only view of a run or a comparison."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import AnonymousUser
+from django.db import connections
+from django.test import Client
+from django.utils import timezone
+
+from rolloutlab.accounts.models import Activity, Membership, Role, ShareLink
+from rolloutlab.accounts.sharing import create_link
+from rolloutlab.metrics.ingest import write_points
+from rolloutlab.runs.models import Run
+from rolloutlab.runs.routing import websocket_urlpatterns
+from tests.conftest import project_of, small_config
+
+
+def make_runs(owner, n=2, project="shared"):
+    project = project_of(owner, project)
+    runs = []
+    for i in range(n):
+        run = Run.objects.create(project=project, name=f"shared-run-{i}", owner=owner, method="grpo", state="succeeded",
+                                 config=small_config().model_dump(mode="json"), config_hash="0" * 64)  # fmt: skip
+        write_points(run.id, [("reward/mean", s, s / 10, 0.0) for s in range(3)])
+        runs.append(run)
+    return runs
+
+
+def share_url(page: str) -> str:
+    return re.search(r"(/share/[^/\s\"<]+/)", page).group(1)
+
+
+@pytest.mark.django_db
+def test_a_run_link_opens_its_page_read_only_to_anyone_and_nothing_else(alice_client, alice):
+    run, other = make_runs(alice)
+    response = alice_client.post(f"/runs/{run.id}/share/", {"days": "3"}, follow=True)
+    url = share_url(response.content.decode())
+    token = url.split("/")[2]
+    stranger = Client()  # not logged in
+    page = stranger.get(url)
+    assert (
+        page.status_code == 200
+        and "shared-run-0" in page.content.decode()
+        and 'id="shared-view"' in page.content.decode()
+    )
+    assert 'id="cancel-button"' not in page.content.decode()
+    assert stranger.get(f"/api/runs/{run.id}/series?keys=reward/mean&share={token}").json()["series"]["reward/mean"]
+    assert stranger.get(f"/api/runs/{other.id}/series?keys=reward/mean&share={token}").status_code == 404
+    assert stranger.post(f"/api/runs/{run.id}/rerun?share={token}").status_code == 401  # reading only
+    assert stranger.get(f"/runs/{run.id}/").status_code == 302  # the member's page still wants a login
+    link = ShareLink.objects.get()
+    assert link.last_used_at is not None and (link.expires_at - timezone.now()).days in (2, 3)
+    assert Activity.objects.filter(action="shared").count() == 1
+
+
+@pytest.mark.django_db
+def test_a_revoked_expired_or_forged_link_opens_nothing(alice_client, alice):
+    (run,) = make_runs(alice, 1)
+    _, token = create_link(alice, "run", [run])
+    stranger = Client()
+    assert stranger.get(f"/share/{token}/").status_code == 200
+    assert stranger.get(f"/share/{token[:-2]}xx/").status_code == 404  # the signature no longer matches
+    link = ShareLink.objects.get()
+    alice_client.post(f"/account/shares/{link.id}/revoke/")
+    assert stranger.get(f"/share/{token}/").status_code == 404
+    assert stranger.get(f"/api/runs/{run.id}?share={token}").status_code == 401
+    _, fresh = create_link(alice, "run", [run])
+    ShareLink.objects.filter(revoked_at__isnull=True).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert stranger.get(f"/share/{fresh}/").status_code == 404
+
+
+@pytest.mark.django_db
+def test_a_comparison_link_shows_its_runs_and_only_them(alice_client, alice):
+    runs = make_runs(alice, 3)
+    ids = ",".join(str(r.id) for r in runs[:2])
+    response = alice_client.post(
+        "/compare/share/", {"query": f"runs={ids}&metrics=reward/mean", "days": "7"}, follow=True
+    )
+    token = share_url(response.content.decode()).split("/")[2]
+    stranger = Client()
+    assert stranger.get(f"/share/{token}/").status_code == 200
+    data = stranger.get(f"/api/compare?runs={ids}&metrics=reward/mean&share={token}")
+    assert data.status_code == 200 and len(data.json()["groups"][0]["runs"]) == 2
+    assert stranger.get(f"/api/compare?runs={ids},{runs[2].id}&share={token}").status_code == 404
+
+
+@pytest.mark.django_db
+def test_a_viewer_may_not_share_and_a_stranger_may_not_revoke(client, alice, bob):
+    (run,) = make_runs(alice, 1)
+    Membership.objects.create(team=run.project.team, user=bob, role=Role.VIEWER)
+    client.force_login(bob)
+    assert client.post(f"/runs/{run.id}/share/").status_code == 403
+    link, _ = create_link(alice, "run", [run])
+    assert client.post(f"/account/shares/{link.id}/revoke/").status_code == 403  # not its creator, not an admin
+    Membership.objects.filter(user=bob).delete()
+    assert client.post(f"/account/shares/{link.id}/revoke/").status_code == 404  # not even of the team now
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.asyncio
+async def test_the_websocket_of_a_shared_run_opens_with_its_token_only(django_user_model):
+    try:
+        alice = await sync_to_async(django_user_model.objects.create_user)("alice")
+        run, other = await sync_to_async(make_runs)(alice)
+        _, token = await sync_to_async(create_link)(alice, "run", [run])
+        for run_id, allowed in ((run.id, True), (other.id, False)):
+            communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), f"/ws/runs/{run_id}/?share={token}")
+            communicator.scope["user"] = AnonymousUser()
+            connected, _ = await communicator.connect()
+            assert connected is allowed
+            await communicator.disconnect()
+    finally:
+        await sync_to_async(connections.close_all)()

@@ -1,0 +1,119 @@
+"""The policy network and its tokenizer, loaded on torch: the built-in `tiny`, or any causal LM from a directory.
+
+policy = load_policy(cfg, task, device)   # never downloads anything (workers.models sets HF_HUB_OFFLINE)
+ids = policy.encode_prompt("12+34=")
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from workers.errors import ConfigError
+
+
+def quiet_transformers() -> None:
+    """transformers draws a progress bar for every save and load; our own bar is the one that matters."""
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()
+    logging.set_verbosity_error()
+
+
+@dataclass
+class Policy:
+    model: torch.nn.Module
+    tokenizer: object  # a transformers tokenizer
+    eos_id: int
+    pad_id: int
+    source: str  # "tiny@<cache key>" or the directory it was loaded from
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def encode_prompt(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=True)["input_ids"]
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def decode_completions(self, generations) -> list[str]:
+        """The text of every completion of a rollout.Generations, special tokens dropped."""
+        rows, lengths = generations.tokens.cpu(), generations.lengths.tolist()
+        return [self.decode(row[:length].tolist()) for row, length in zip(rows, lengths)]
+
+    def weights_fingerprint(self) -> str:
+        """sha256 over every parameter and buffer, by name: equal weights, equal hash."""
+        digest = hashlib.sha256()
+        for name, tensor in sorted(self.model.state_dict().items()):
+            digest.update(name.encode())
+            digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+        return digest.hexdigest()
+
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def preload() -> None:
+    """Import what loading a policy imports lazily (transformers' model classes: seconds of imports).
+
+    A prefork worker calls this in its parent, so that each fresh child it forks for a run
+    inherits them loaded, and is ready for a cancel or its first step seconds sooner."""
+    import tokenizers  # noqa: F401
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast  # noqa: F401
+
+
+def load_policy(cfg, task, device: torch.device) -> Policy:
+    quiet_transformers()
+    if cfg.model.name == "tiny":
+        from workers.models.tiny import tiny_policy
+
+        policy = tiny_policy(cfg, task)
+    else:
+        policy = pretrained_policy(cfg.model.name)
+    policy.model.to(device=device, dtype=DTYPES[cfg.model.dtype])
+    disable_dropout(policy.model)
+    return policy
+
+
+def disable_dropout(model: torch.nn.Module) -> None:
+    """Turn every dropout of the network off, in train() mode too.
+
+    The sampler scores a completion in eval() mode and the trainer rescores it in
+    train() mode; with dropout on, the two disagree and an on-policy ratio is not 1
+    (RL fine-tuning in TRL and verl turns it off for the same reason). Dropout lives
+    in nn.Dropout modules, in float attributes that attention kernels read at call
+    time (Llama's `attention_dropout`), and in the config the model was built from.
+    """
+    config = getattr(model, "config", None)
+    if config is not None:
+        for key, value in list(vars(config).items()):
+            if _is_dropout_rate(key, value):
+                setattr(config, key, 0.0)
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+        for key, value in list(vars(module).items()):
+            if _is_dropout_rate(key, value):
+                setattr(module, key, 0.0)
+
+
+def _is_dropout_rate(name: str, value) -> bool:
+    return isinstance(value, float) and not isinstance(value, bool) and ("dropout" in name or "pdrop" in name)
+
+
+def pretrained_policy(path: str) -> Policy:
+    """Any causal LM saved with save_pretrained; local files only, so nothing is downloaded."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
+    eos_id = tokenizer.eos_token_id
+    if eos_id is None:
+        raise ConfigError(f"model.name: the tokenizer in '{path}' has no end-of-sequence token")
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_id
+    return Policy(model=model, tokenizer=tokenizer, eos_id=eos_id, pad_id=pad_id, source=str(Path(path).resolve()))

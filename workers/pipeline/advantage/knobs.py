@@ -1,0 +1,129 @@
+"""The advantage stage's estimators as RunConfig knows them: names, summaries and knobs (no torch here)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from workers.knobs import Knobs
+from workers.registry import Registry
+
+ADVANTAGES: Registry[type] = Registry("advantage estimator")
+
+
+class NormalizationKnobs(Knobs):
+    """The group normalisation every estimator here shares: the spread divided by, and its eps."""
+
+    scale: Literal["std", "mad", "none"] = Field(
+        "std",
+        description="std: divide by the group's standard deviation (GRPO); mad: by the median absolute "
+        "deviation from the group median (MC-GRPO's code); none: do not divide (Dr. GRPO).",
+    )
+    eps: float = Field(1e-4, gt=0, description="Added to the standard deviation (or MAD) before dividing.")
+
+
+class GroupEstimatorKnobs(NormalizationKnobs):
+    rescale_nonzero: bool = Field(
+        False,
+        description="Multiply a group's non-zero advantages by n / (their count), so samples tied with the "
+        "baseline do not thin the group's signal (MC-GRPO's code).",
+    )
+
+
+ADVANTAGES.declare(
+    "group-mean",
+    "workers.pipeline.advantage.base:GroupMean",
+    summary="A_i = (r_i - mean(r)) / (std(r) + eps) over the group (GRPO: Shao et al. 2024, eq. 3).",
+    knobs=GroupEstimatorKnobs,
+)
+
+
+ADVANTAGES.declare(
+    "leave-one-out",
+    "workers.pipeline.advantage.base:LeaveOneOut",
+    summary="A_i = r_i - mean_{j != i} r_j: a sample never enters its own baseline.",
+    knobs=GroupEstimatorKnobs,
+)
+
+
+ADVANTAGES.declare(
+    "group-median",
+    "workers.pipeline.advantage.base:GroupMedian",
+    summary="A_i = (r_i - median(r)) / (spread + eps); the median sample (the pivot) is left out of the loss.",
+    knobs=GroupEstimatorKnobs,
+)
+
+
+class D3SKnobs(GroupEstimatorKnobs):
+    sample_share: float = Field(0.5, gt=0, le=1, description="Share of each group kept at the start of the schedule.")
+    token_share: float = Field(
+        0.5, gt=0, le=1, description="Share of the kept rollouts' tokens kept at the start of the schedule."
+    )
+    relax_steps: int = Field(
+        200, ge=1, le=1_000_000, description="Steps over which both shares rise linearly to 1 (keep everything)."
+    )
+
+
+ADVANTAGES.declare(
+    "d3s",
+    "workers.pipeline.advantage.d3s:DualLevelDownSampling",
+    summary="GRPO advantages; train only each group's max-variance rollouts and their top |A|·H tokens, "
+    "relaxing (D³S).",
+    knobs=D3SKnobs,
+)
+
+
+class NoveltySharpeningKnobs(GroupEstimatorKnobs):
+    novelty: float = Field(
+        1.0,
+        ge=0,
+        le=100,
+        description="lambda: the amplification per nat of per-token log-likelihood below the group's mean (0: GRPO).",
+    )
+    cap: float = Field(
+        0.5, ge=0, le=10, description="The most a positive advantage is amplified: by a factor of at most 1 + cap."
+    )
+
+
+ADVANTAGES.declare(
+    "xrpo",
+    "workers.pipeline.advantage.xrpo:NoveltySharpenedGroupMean",
+    summary="GRPO's advantage, amplified for correct completions less likely than their group's mean (XRPO).",
+    knobs=NoveltySharpeningKnobs,
+)
+
+
+class DecoupledKnobs(NormalizationKnobs):
+    batch_norm: bool = Field(
+        True,
+        description="After summing the per-reward advantages, normalise the sum over the whole batch "
+        "((A - mean) / (std + eps)), so its scale does not grow with the number of reward functions (GDPO).",
+    )
+
+
+ADVANTAGES.declare(
+    "gdpo",
+    "workers.pipeline.advantage.gdpo:DecoupledGroupNormalization",
+    summary="Each reward normalised within its group on its own, then weighted, summed and batch-normalised (GDPO).",
+    knobs=DecoupledKnobs,
+)
+
+
+class ConfidencePenaltyKnobs(GroupEstimatorKnobs):
+    alpha: float = Field(
+        1.0,
+        ge=0,
+        le=100,
+        description="alpha: a negative advantage is multiplied by 1 + alpha x softplus(c), c the completion's "
+        "log-likelihood under the policy minus under the reference policy (0: GRPO).",
+    )
+
+
+ADVANTAGES.declare(
+    "ace",
+    "workers.pipeline.advantage.ace:ConfidencePenalizedGroupMean",
+    summary="GRPO's advantage; negative ones scaled by 1 + alpha·softplus(log pi/pi_ref) of the completion (ACE).",
+    knobs=ConfidencePenaltyKnobs,
+    needs=("ref_logprobs",),
+)

@@ -1,0 +1,22 @@
+"""The replay stage's default component: every batch fresh (see __init__)."""
+
+from __future__ import annotations
+
+from workers.knobs import Knobs
+from workers.pipeline.batch import RolloutBatch
+
+
+class NoReplay:
+    """Every batch is fresh: nothing is stored, nothing reused (on-policy GRPO)."""
+
+    Knobs = Knobs
+
+    def __init__(self, cfg):
+        pass
+
+    def mix(self, batch: RolloutBatch, step: int) -> RolloutBatch:
+        batch.note("replay", "fresh")
+        return batch
+
+    def store(self, batch: RolloutBatch, step: int) -> None:
+        pass

@@ -1,0 +1,78 @@
+"""Knobs that cannot act under the chosen schedule: warnings, never errors (the run may still launch).
+
+    from workers.schedule_checks import warnings
+    warnings(resolve({"method": "gspo"}))   # ["objective.clip_low, objective.clip_high: cannot act ..."]
+
+A knob says when it can act with a marker on its field, beside its description:
+`Field(..., json_schema_extra={"acts_when": "off-policy"})`. The marker names one of the
+CONDITIONS below; each is a test of the whole config (and the knob's value) that returns why the
+knob cannot act, or None. A knob is checked when its section is in the config, i.e. for a pipeline
+stage when its component is chosen, whatever its value; knobs of one section that fail the same
+condition share one warning. No method is named here: a new knob gets its warning by its marker.
+Torch-free, like RunConfig: the launch form and `python -m workers methods` call it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel
+
+
+def reuses_samples(cfg) -> list[str]:
+    """The chosen components that train on samples an older policy drew (Declaration.reuses_samples)."""
+    from workers.pipeline import STAGES
+
+    return [
+        f"{stage} '{getattr(cfg, stage).name}'"
+        for stage, registry in STAGES.items()
+        if registry.declaration(getattr(cfg, stage).name).reuses_samples
+    ]
+
+
+def on_policy(cfg, value: Any) -> str | None:
+    """Every importance ratio is 1 when each batch is used once, in one optimizer step, and is all fresh."""
+    s = cfg.schedule
+    if s.updates_per_batch * s.minibatches > 1 or reuses_samples(cfg):
+        return None
+    return (
+        "cannot act: one pass of one minibatch per batch (schedule.updates_per_batch = 1, schedule.minibatches = 1) "
+        "on fresh samples makes every importance ratio 1, so nothing is clipped; raise either to 2 for the clip to act"
+    )
+
+
+def past_the_run(cfg, value: Any) -> str | None:
+    """A count of optimizer steps beyond the run's planned optimizer steps never completes."""
+    s = cfg.schedule
+    planned = s.steps * s.updates_per_batch * s.minibatches
+    if value <= planned:
+        return None
+    return f"never completes: {value} is more than the run's {planned} optimizer steps (steps x passes x minibatches)"
+
+
+# marker -> the test: (cfg, the knob's value) -> why the knob cannot act here, or None
+CONDITIONS: dict[str, Callable[[Any, Any], str | None]] = {
+    "off-policy": on_policy,
+    "within-updates": past_the_run,
+}
+
+
+def warnings(cfg) -> list[str]:
+    """One line per section and condition: the knobs of the config that cannot act (fully), and why."""
+    found: list[str] = []
+    for section_name in type(cfg).model_fields:
+        section = getattr(cfg, section_name)
+        if not isinstance(section, BaseModel):
+            continue
+        why_by_knobs: dict[str, list[str]] = {}
+        for knob, field in type(section).model_fields.items():
+            extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+            marker = extra.get("acts_when")
+            if marker is None:
+                continue
+            why = CONDITIONS[marker](cfg, getattr(section, knob))
+            if why is not None:
+                why_by_knobs.setdefault(why, []).append(f"{section_name}.{knob}")
+        found += [f"{', '.join(knobs)}: {why}" for why, knobs in why_by_knobs.items()]
+    return found
