@@ -55,7 +55,21 @@ def summarize(rows: list[dict], observable: str, target: float) -> dict[str, flo
     }
 
 
-def main(base: Path, variants: dict[str, tuple[list[str], str]], default_out: str) -> None:
+def print_diagnostics(results_rows: dict[str, list[list[dict]]], names: list[str]) -> None:
+    """Per variant and metric: the mean over every logged step of every seed, and the range the steps spanned."""
+    print("\n| variant | " + " | ".join(f"`{n}` mean [step min, step max]" for n in names) + " |")
+    print("| --- |" + " --- |" * len(names))
+    for variant, runs in results_rows.items():
+        cells = []
+        for name in names:
+            seen = np.array([r[name] for rows in runs for r in rows if name in r], dtype=float)
+            cells.append("—" if seen.size == 0 else f"{seen.mean():.4f} [{seen.min():.4f}, {seen.max():.4f}]")
+        print(f"| {variant} | " + " | ".join(cells) + " |")
+
+
+def main(
+    base: Path, variants: dict[str, tuple[list[str], str]], default_out: str, diagnostics: list[str] | None = None
+) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--parallel", type=int, default=2)
@@ -66,8 +80,11 @@ def main(base: Path, variants: dict[str, tuple[list[str], str]], default_out: st
     with ThreadPoolExecutor(args.parallel) as pool:
         outs = list(pool.map(lambda j: run(base, args.out / f"{slug(j[0])}-s{j[1]}", variants[j[0]][0], j[1]), jobs))
     results: dict[str, list[dict[str, float]]] = {}
+    rows_by_variant: dict[str, list[list[dict]]] = {}
     for (name, _), out in zip(jobs, outs):
-        results.setdefault(name, []).append(summarize(read_metrics(out), variants[name][1], args.target))
+        rows = read_metrics(out)
+        rows_by_variant.setdefault(name, []).append(rows)
+        results.setdefault(name, []).append(summarize(rows, variants[name][1], args.target))
     print(f"| variant | pass@1 at 0 | final pass@1, IQM [95% CI] | per seed | rollout tokens | "
           f"tokens to pass@1 ≥ {args.target} | observable |")  # fmt: skip
     print("| --- | --- | --- | --- | --- | --- | --- |")
@@ -84,3 +101,5 @@ def main(base: Path, variants: dict[str, tuple[list[str], str]], default_out: st
             f"| {name} | {rows[0]['start']:.3f} | {iqm(finals):.3f} [{low:.3f}, {high:.3f}] | {seeds} | "
             f"{tokens:.0f} k | {to_target} | `{variants[name][1]}` {shown} |"
         )
+    if diagnostics:
+        print_diagnostics(rows_by_variant, diagnostics)

@@ -109,7 +109,14 @@ class RewardConfig(Section):
     weights: dict[str, float] = Field(
         default_factory=lambda: {"correct": 1.0},
         description="Reward functions and their weights; the reward is the weighted sum, and each "
-        "function is logged as reward/<name>/mean. Names: correct, format, length, overlong.",
+        "function is logged as reward/<name>/mean. Names: correct, format, length, overlong, flawed-positive.",
+    )
+    flaw_detector: str = Field(
+        "malformed-derivation",
+        max_length=64,
+        description="flawed-positive: the detector that says whether a correct completion's derivation is "
+        "flawed (workers/tasks/flaws.py); malformed-derivation flags steps that change nothing (leading zeros, "
+        "double negation, parentheses around one number or another pair).",
     )
     overlong_buffer: int = Field(
         4,
@@ -128,6 +135,14 @@ class RewardConfig(Section):
             if name not in REWARDS:
                 raise ValueError(f"unknown reward function '{name}'; valid: {', '.join(REWARDS.names())}")
         return weights
+
+    @field_validator("flaw_detector")
+    def _known_detector(cls, name: str) -> str:
+        from workers.tasks.flaws import FLAW_DETECTORS
+
+        if name not in FLAW_DETECTORS:
+            raise ValueError(f"unknown flaw detector '{name}'; valid: {', '.join(FLAW_DETECTORS.names())}")
+        return name
 
 
 class RolloutConfig(Section):
@@ -369,13 +384,22 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
         {},
     ),
     "dr-grpo": (
-        "GRPO without the std scaling and without per-sequence length normalisation (Understanding R1-Zero).",
-        {"advantage": {"scale": "none"}, "objective": {"aggregation": "constant"}},
+        "GRPO without the std scaling and without per-sequence length normalisation, each batch in 8 minibatch "
+        "updates (Understanding R1-Zero).",
+        # Liu et al. 2025, sec. 3.2; the schedule is the authors' released recipe (128 prompts x 8 samples per
+        # rollout batch, optimizer batches of 128, one epoch: 8 updates per batch, beta = 0). Both corrections act
+        # on-policy too; the schedule is theirs so that the card compares like with like.
+        {"advantage": {"scale": "none"}, "objective": {"aggregation": "constant"}, "schedule": {"minibatches": 8}},
     ),
     "dapo": (
-        "Clip-higher, dynamic sampling of non-degenerate groups, token-level loss, soft overlong penalty (DAPO).",
+        "Clip-higher, dynamic sampling of non-degenerate groups, token-level loss, soft overlong penalty, each "
+        "batch in 16 minibatch updates (DAPO).",
+        # Yu et al. 2025, sec. 4.1 (training details): 512 prompts x 16 samples per rollout step, mini-batches of
+        # 512, "16 gradient updates for each rollout step". The clip (eq. 10) acts only on updates after the
+        # first of a batch, so without the schedule clip-higher cannot act.
         {
             "objective": {"clip_low": 0.2, "clip_high": 0.28, "aggregation": "token-mean"},
+            "schedule": {"minibatches": 16},
             "filter": {"name": "dynamic-sampling", "signal": "correct"},
             "reward": {"weights": {"correct": 1.0, "overlong": 1.0}},
         },
@@ -459,8 +483,11 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
         {"control": {"name": "xrpo"}, "advantage": {"name": "xrpo"}},
     ),
     "gspo": (
-        "Sequence-level importance ratio, clipped per sequence with a narrow range (GSPO).",
-        {"objective": {"name": "sequence-clip", "clip_low": 3e-4, "clip_high": 4e-4}},
+        "Sequence-level importance ratio, clipped per sequence with a narrow range, each batch in 4 minibatch "
+        "updates (GSPO).",
+        # Zheng et al. 2025, sec. 5.1: "we partition each batch of rollout data into four minibatches for gradient
+        # updates". On-policy every sequence ratio is 1 and GSPO's gradient is GRPO's (tests/engine/test_objective.py).
+        {"objective": {"name": "sequence-clip", "clip_low": 3e-4, "clip_high": 4e-4}, "schedule": {"minibatches": 4}},
     ),
     "tis": (
         "GRPO whose token losses are weighted by pi_old / pi_sampler, the trainer's recomputed log-probabilities "
@@ -492,6 +519,15 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
         "Correctness, format and length rewards each normalised within the group on its own, then weighted, "
         "summed and normalised over the batch, so distinct reward combinations keep distinct advantages (GDPO).",
         {"advantage": {"name": "gdpo"}, "reward": {"weights": {"correct": 1.0, "format": 0.5, "length": 0.25}}},
+    ),
+    "fapo": (
+        "GRPO whose correct completions reached by a malformed derivation earn half the reward, so they help "
+        "while most of a group is wrong and are penalised once most is right (FAPO).",
+        # Flawed-Aware Policy Optimization: a parameter-free penalty for flawed-positive rollouts (abstract);
+        # lambda = 1/2 turns a flawed positive's group advantage negative exactly when the fully correct
+        # completions outnumber the wrong ones (workers/tasks/rewards.py: FlawedPositive). The paper's detector
+        # is a generative reward model; here it is the rule-based malformed-derivation detector.
+        {"reward": {"weights": {"correct": 1.0, "flawed-positive": 0.5}, "flaw_detector": "malformed-derivation"}},
     ),
     "ace": (
         "GRPO whose negative advantages grow with the completion's log-likelihood gain over the initial policy, "

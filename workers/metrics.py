@@ -18,7 +18,14 @@ IS_OVER_BOUND = "policy/is_over_bound"  # share of loss tokens whose weight was 
 PREFIX_MIN_RATIO_MEAN = "policy/prefix_min_ratio_mean"  # mean over loss tokens of min_{j<=t} rho_j
 PREFIX_MIN_BELOW_TOKEN = "policy/prefix_min_below_token"  # share of loss tokens whose prefix minimum < own ratio
 
-# VCPO: effective sample size of the sequence importance weights and what it does to the step
-ESS = "policy/ess"  # (sum w)^2 / (n sum w^2), in (0, 1]: 1 on-policy
+# how far off-policy an optimizer step is, written for every objective (workers/pipeline/objective/base.py:
+# off_policy_stats); averaged over the step's optimizer steps like every policy/ metric
+ESS = "policy/ess"  # (sum w)^2 / (n sum w^2) of the sequence weights w = pi / pi_old, in (0, 1]: 1 on-policy
+TOKEN_RATIO_MEAN = "policy/token_ratio/mean"  # mean over loss tokens of pi / pi_old
+TOKEN_RATIO_MAX = "policy/token_ratio/max"  # the largest token ratio of the optimizer step
+TOKEN_RATIO_MIN = "policy/token_ratio/min"  # the smallest
+TOKEN_RATIO_OUTSIDE = "policy/token_ratio/outside_0.8_1.2"  # share of loss tokens whose ratio left [0.8, 1.2]
+
+# VCPO: what the ESS does to the step
 STEP_SCALE = "policy/step_scale"  # the factor the learning rate of this optimizer step was multiplied by
 OFF_POLICY_BASELINE = "policy/off_policy_baseline"  # mean |b| of the minimum-variance baseline subtracted

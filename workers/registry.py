@@ -52,6 +52,9 @@ class Declaration:
     # the component trains on samples an older policy drew (replay, resumed partial rollouts), so their
     # importance ratios differ from 1 even on one pass of one minibatch
     reuses_samples: bool = False
+    # the schedule condition without which the component's own mechanism changes nothing (a marker of
+    # workers/schedule_checks.py, as on a knob): e.g. "off-policy" for an objective that only reshapes ratios
+    acts_when: str | None = None
 
     def load(self) -> Any:
         module, _, attribute = self.target.partition(":")
@@ -87,11 +90,12 @@ class Registry(Generic[T]):
         check: Callable[[Any], None] | None = None,
         needs: tuple[str, ...] = (),
         reuses_samples: bool = False,
+        acts_when: str | None = None,
     ) -> None:
         """Add a component by the dotted path of its code ("module:attribute"), imported by get()."""
         if ":" not in target:
             raise ValueError(f"{self.kind} '{name}': '{target}' is not a 'module:attribute' path")
-        self._add(name, Declaration(target, summary, knobs, check, tuple(needs), reuses_samples))
+        self._add(name, Declaration(target, summary, knobs, check, tuple(needs), reuses_samples, acts_when))
 
     def get(self, name: str) -> T:
         entry = self._entry(name)

@@ -4,11 +4,13 @@
     warnings(resolve({"method": "gspo"}))   # ["objective.clip_low, objective.clip_high: cannot act ..."]
 
 A knob says when it can act with a marker on its field, beside its description:
-`Field(..., json_schema_extra={"acts_when": "off-policy"})`. The marker names one of the
-CONDITIONS below; each is a test of the whole config (and the knob's value) that returns why the
-knob cannot act, or None. A knob is checked when its section is in the config, i.e. for a pipeline
-stage when its component is chosen, whatever its value; knobs of one section that fail the same
-condition share one warning. No method is named here: a new knob gets its warning by its marker.
+`Field(..., json_schema_extra={"acts_when": "off-policy"})`; a component whose whole mechanism
+needs a condition says so in its declaration (`STAGE.declare(..., acts_when="kl-on")`). The
+marker names one of the CONDITIONS below; each is a test of the whole config (and the knob's
+value) that returns why the knob cannot act, or None. A knob is checked when its section is in
+the config, i.e. for a pipeline stage when its component is chosen, whatever its value; knobs of
+one section that fail the same condition share one warning. No method is named here: a new knob
+or component gets its warning by its marker.
 Torch-free, like RunConfig: the launch form and `python -m workers methods` call it.
 """
 
@@ -38,7 +40,7 @@ def on_policy(cfg, value: Any) -> str | None:
         return None
     return (
         "cannot act: one pass of one minibatch per batch (schedule.updates_per_batch = 1, schedule.minibatches = 1) "
-        "on fresh samples makes every importance ratio 1, so nothing is clipped; raise either to 2 for the clip to act"
+        "on fresh samples makes every importance ratio 1, so nothing ratio-based can act; raise either to 2"
     )
 
 
@@ -51,16 +53,43 @@ def past_the_run(cfg, value: Any) -> str | None:
     return f"never completes: {value} is more than the run's {planned} optimizer steps (steps x passes x minibatches)"
 
 
+def kl_off(cfg, value: Any) -> str | None:
+    """A KL term with weight 0 is never computed: nothing that acts through it can act."""
+    if cfg.objective.kl_coef > 0:
+        return None
+    return "cannot act: objective.kl_coef = 0, so the loss has no KL term; give it a weight > 0 (e.g. 0.001)"
+
+
 # marker -> the test: (cfg, the knob's value) -> why the knob cannot act here, or None
 CONDITIONS: dict[str, Callable[[Any, Any], str | None]] = {
     "off-policy": on_policy,
     "within-updates": past_the_run,
+    "kl-on": kl_off,
 }
+
+# Conditions on a knob whose default is harmless: checked only when the config sets the knob (a
+# preset or the user), so that every run at kl_coef 0 is not told about its default estimator.
+CHECKED_WHEN_SET = {"kl-on"}
+
+
+def component_warnings(cfg) -> list[str]:
+    """The chosen components whose declared mechanism (Declaration.acts_when) cannot act under this config."""
+    from workers.pipeline import STAGES
+
+    found = []
+    for stage, registry in STAGES.items():
+        name = getattr(cfg, stage).name
+        marker = registry.declaration(name).acts_when
+        why = CONDITIONS[marker](cfg, name) if marker else None
+        if why is not None:
+            found.append(f"{stage} '{name}': {why}")
+    return found
 
 
 def warnings(cfg) -> list[str]:
-    """One line per section and condition: the knobs of the config that cannot act (fully), and why."""
-    found: list[str] = []
+    """One line per chosen component that cannot act, then per section and condition: the knobs that
+    cannot act (fully), and why."""
+    found: list[str] = component_warnings(cfg)
     for section_name in type(cfg).model_fields:
         section = getattr(cfg, section_name)
         if not isinstance(section, BaseModel):
@@ -69,7 +98,7 @@ def warnings(cfg) -> list[str]:
         for knob, field in type(section).model_fields.items():
             extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
             marker = extra.get("acts_when")
-            if marker is None:
+            if marker is None or (marker in CHECKED_WHEN_SET and knob not in section.model_fields_set):
                 continue
             why = CONDITIONS[marker](cfg, getattr(section, knob))
             if why is not None:

@@ -32,7 +32,7 @@ from workers.evaluation import score_eval
 from workers.models.policy import load_policy
 from workers.pipeline.batch import RolloutBatch
 from workers.pipeline.history import PromptHistory
-from workers.pipeline.objective.base import aggregator, k3_kl
+from workers.pipeline.objective.base import KL_ESTIMATORS, aggregator, off_policy_stats
 from workers.pipeline.stages import LossInputs, StageContext, build_stages
 from workers.reporting import Reporter
 from workers.rollout import SamplingParams, build_backend
@@ -485,21 +485,20 @@ class Trainer:
         logprobs, entropy = self.token_logprobs(self.policy.model, inputs, chunk, with_entropy=wants_entropy_grad)
         aggregate = aggregator(cfg.aggregation, mask, self.cfg.rollout.max_new_tokens)
         old = inputs["old_logprobs"][chunk]
-        out = self.stages.objective(
-            LossInputs(
-                logprobs,
-                old,
-                inputs["advantages"][chunk],
-                mask,
-                aggregate,
-                sampler_logprobs=inputs["sampler_logprobs"][chunk],
-                group=inputs["group"][chunk],
-            )
+        loss_inputs = LossInputs(
+            logprobs,
+            old,
+            inputs["advantages"][chunk],
+            mask,
+            aggregate,
+            sampler_logprobs=inputs["sampler_logprobs"][chunk],
+            group=inputs["group"][chunk],
         )
+        out = self.stages.objective(loss_inputs)
         loss = out.loss
-        stats = dict(out.stats)
+        stats = {**off_policy_stats(loss_inputs), **out.stats}
         if self.reference is not None:
-            kl = k3_kl(logprobs, inputs["ref_logprobs"][chunk])  # (B, T)
+            kl = KL_ESTIMATORS[cfg.kl_estimator](logprobs, inputs["ref_logprobs"][chunk])  # (B, T)
             loss = loss + cfg.kl_coef * aggregate(kl)
             stats["policy/kl_ref"] = float(aggregate(kl.detach()))
         if wants_entropy_grad:

@@ -10,8 +10,7 @@ from workers import metrics
 from workers.config import resolve
 from workers.errors import ConfigError
 from workers.pipeline.objective import OBJECTIVES
-from workers.pipeline.objective.base import aggregator
-from workers.pipeline.objective.offpolicy import effective_sample_size
+from workers.pipeline.objective.base import KL_ESTIMATORS, aggregator, effective_sample_size, off_policy_stats
 from workers.pipeline.stages import LossInputs
 from workers.reporting import MemoryReporter
 from workers.trainer import Trainer
@@ -236,3 +235,53 @@ def test_the_trainer_scales_the_learning_rate_by_the_objectives_step_scale():
     second_ess = 2 * row[metrics.ESS] - 1  # the step's metrics are the mean over its two updates; the first's is 1
     assert len(rates) == 2 and rates[0] == pytest.approx(1e-3, rel=1e-5)
     assert rates[1] < 1e-3 and rates[1] == pytest.approx(1e-3 * second_ess, rel=1e-4)
+
+
+# ------------------------------------------------------------------ diagnostics every objective reports
+def test_off_policy_stats_are_neutral_on_policy_and_follow_the_ratios_off_it():
+    old = torch.zeros(2, 3)
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    on = off_policy_stats(loss_inputs(old.clone(), old, mask, torch.ones(2)))
+    assert on[metrics.ESS] == pytest.approx(1.0) and on[metrics.TOKEN_RATIO_OUTSIDE] == 0.0
+    assert on[metrics.TOKEN_RATIO_MAX] == on[metrics.TOKEN_RATIO_MIN] == pytest.approx(1.0)
+    new = torch.tensor([[math.log(2.0), 0.0, 5.0], [math.log(0.5), 0.0, math.log(1.1)]])  # [0, 2] is masked out
+    off = off_policy_stats(loss_inputs(new, old, mask, torch.ones(2)))
+    assert off[metrics.TOKEN_RATIO_MAX] == pytest.approx(2.0) and off[metrics.TOKEN_RATIO_MIN] == pytest.approx(0.5)
+    assert off[metrics.TOKEN_RATIO_MEAN] == pytest.approx((2 + 1 + 0.5 + 1 + 1.1) / 5)
+    assert off[metrics.TOKEN_RATIO_OUTSIDE] == pytest.approx(2 / 5)
+    w = torch.tensor([2.0, 0.5 * 1.1])  # the sequence weights: products over each row's loss tokens
+    assert off[metrics.ESS] == pytest.approx(float(w.sum() ** 2 / (2 * (w**2).sum())), rel=1e-6)
+
+
+@pytest.mark.parametrize("method", ["grpo", "gspo", "minpro"])
+def test_every_objective_reports_how_far_off_policy_its_updates_were(method):
+    """Two passes: the first update of a batch is on-policy (ESS 1), the second not, so the step's mean is < 1."""
+    trainer = Trainer(small_config(method=method, schedule={"steps": 2, "updates_per_batch": 2}), MemoryReporter())
+    trainer.run()
+    row = trainer.reporter.metric_rows[-1]
+    assert 0 < row[metrics.ESS] < 1 and row[metrics.TOKEN_RATIO_MAX] > 1 > row[metrics.TOKEN_RATIO_MIN]
+
+
+# ------------------------------------------------------------------ KL estimators
+def test_the_kl_estimators_agree_at_zero_and_differ_as_documented():
+    logp = torch.tensor([[-1.0, -2.0, -0.5]], requires_grad=True)
+    ref = torch.tensor([[-1.0, -1.0, -1.0]])
+    d = (logp - ref).detach()
+    assert torch.allclose(KL_ESTIMATORS["k1"](logp, ref), d)
+    assert torch.allclose(KL_ESTIMATORS["k2"](logp, ref), d**2 / 2)
+    assert torch.allclose(KL_ESTIMATORS["k3"](logp, ref), torch.exp(-d) + d - 1)
+    for name, estimate in KL_ESTIMATORS.items():
+        assert float(estimate(ref, ref).abs().max()) == 0.0, name
+    KL_ESTIMATORS["k2"](logp, ref).sum().backward()
+    assert torch.allclose(logp.grad, d)  # k2's gradient per token is the log-gap itself
+
+
+def test_a_run_with_a_kl_term_uses_the_chosen_estimator():
+    reported = {}
+    for name in ("k3", "k1"):
+        cfg = small_config(schedule={"steps": 2, "minibatches": 2}, objective={"kl_coef": 0.1, "kl_estimator": name})
+        trainer = Trainer(cfg, MemoryReporter())
+        trainer.run()
+        reported[name] = [v for _, v in trainer.reporter.series("policy/kl_ref")]
+    assert all(v >= 0 for v in reported["k3"])  # k3 never negative; k1 is the signed log-gap
+    assert reported["k1"] != reported["k3"]

@@ -9,11 +9,36 @@ from workers.schedule_checks import CONDITIONS, warnings
 CLIP = "objective.clip_low, objective.clip_high: cannot act"
 
 
+ONE_UPDATE = {"updates_per_batch": 1, "minibatches": 1}
+
+
 @pytest.mark.parametrize("method", ["grpo", "gspo"])
-def test_the_clip_range_is_inert_at_the_default_schedule_and_acts_with_two_passes(method):
-    assert [w for w in warnings(resolve({"method": method})) if w.startswith(CLIP)]
-    assert not warnings(resolve({"method": method, "schedule": {"updates_per_batch": 2}}))
-    assert not warnings(resolve({"method": method, "schedule": {"minibatches": 2}}))
+def test_the_clip_range_is_inert_with_one_update_per_batch_and_acts_with_two(method):
+    assert [w for w in warnings(resolve({"method": method, "schedule": ONE_UPDATE})) if w.startswith(CLIP)]
+    assert not warnings(resolve({"method": method, "schedule": {**ONE_UPDATE, "updates_per_batch": 2}}))
+    assert not warnings(resolve({"method": method, "schedule": {**ONE_UPDATE, "minibatches": 2}}))
+
+
+@pytest.mark.parametrize("method, minibatches", [("dapo", 16), ("gspo", 4), ("dr-grpo", 8), ("minpro", 4)])
+def test_presets_whose_mechanism_acts_off_policy_bring_their_papers_schedule(method, minibatches):
+    cfg = resolve({"method": method})
+    assert cfg.schedule.minibatches == minibatches and not warnings(cfg)
+
+
+@pytest.mark.parametrize("method, component", [("gspo", "sequence-clip"), ("minpro", "min-prefix-ratio"),
+                                               ("vcpo", "variance-controlled")])  # fmt: skip
+def test_an_objective_that_only_reshapes_ratios_is_named_when_the_schedule_leaves_them_at_1(method, component):
+    found = warnings(resolve({"method": method, "schedule": ONE_UPDATE}))
+    assert found[0].startswith(f"objective '{component}': cannot act: one pass of one minibatch")
+
+
+def test_a_kl_estimator_is_warned_only_when_chosen_and_the_kl_term_has_no_weight():
+    two = {"minibatches": 2}
+    chosen = warnings(resolve({"objective": {"kl_estimator": "k2"}, "schedule": two}))
+    assert chosen == ["objective.kl_estimator: cannot act: objective.kl_coef = 0, so the loss has no KL term; "
+                      "give it a weight > 0 (e.g. 0.001)"]  # fmt: skip
+    assert not warnings(resolve({"objective": {"kl_estimator": "k2", "kl_coef": 0.01}, "schedule": two}))
+    assert not warnings(resolve({"schedule": two}))  # the default estimator, never chosen: nothing to say
 
 
 def test_a_component_that_trains_on_older_samples_makes_the_clip_act_on_one_pass():

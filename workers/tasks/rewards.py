@@ -60,6 +60,27 @@ class LengthPenalty:
         return -completion.length / self.max_new_tokens
 
 
+@REWARDS.register("flawed-positive")
+class FlawedPositive:
+    """-1 for a correct completion whose derivation the flaw detector flags (FAPO's flawed positive), else 0.
+
+    Its weight is FAPO's penalty lambda: with `correct: 1` and `flawed-positive: 0.5` a flawed
+    positive earns 0.5, and under group normalisation its advantage is positive while a group
+    holds more wrong than fully correct completions and negative once the fully correct ones
+    outnumber the wrong: a shortcut early, penalised later, with no schedule to tune
+    ((1 - lambda)(correct + wrong) > correct, at lambda = 1/2).
+    """
+
+    def __init__(self, task: Task, cfg):
+        from workers.tasks.flaws import FLAW_DETECTORS
+
+        self.task, self.detector = task, FLAW_DETECTORS.get(cfg.reward.flaw_detector)()
+
+    def __call__(self, example: Example, completion: Completion) -> float:
+        flawed = self.task.is_correct(example, completion.text) and self.detector(example, completion.text)
+        return -1.0 if flawed else 0.0
+
+
 @REWARDS.register("overlong")
 class SoftOverlong:
     """DAPO's soft overlong punishment (Yu et al. 2025, eq. 13).

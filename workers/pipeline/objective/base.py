@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from workers import metrics
@@ -23,6 +25,39 @@ def sequence_advantages(x: LossInputs) -> torch.Tensor:
     if x.advantages.dim() == 1:
         return x.advantages
     return (x.advantages * x.mask).sum(-1) / x.mask.sum(-1).clamp(min=1)
+
+
+def sequence_log_weights(x: LossInputs) -> torch.Tensor:
+    """(B,) log w_i = sum_t (log pi - log pi_old): the log of each sequence's importance weight, no gradient."""
+    return ((x.logprobs.detach() - x.old_logprobs) * x.mask).sum(-1)
+
+
+def effective_sample_size(log_w: torch.Tensor) -> float:
+    """(sum w)^2 / (n sum w^2) of the weights exp(log_w) (n,), computed in log space: in [1/n, 1]."""
+    if log_w.numel() == 0:
+        return 1.0
+    log_n = math.log(log_w.numel())
+    return float(torch.exp(2 * torch.logsumexp(log_w, 0) - log_n - torch.logsumexp(2 * log_w, 0)).clamp(max=1.0))
+
+
+def off_policy_stats(x: LossInputs) -> dict[str, float]:
+    """How far the policy has moved from the one that drew the rows, whatever the objective does with it.
+
+    The sequence weights' ESS and the token ratios pi / pi_old over loss tokens; on a fresh batch's
+    first optimizer step every ratio is 1. Shapes: logprobs, old_logprobs, mask (B, T).
+    """
+    in_loss = x.mask.sum(-1) > 0  # (B,)
+    token = x.mask > 0  # (B, T)
+    ratio = torch.exp(x.logprobs.detach() - x.old_logprobs)[token]  # (N,) loss tokens
+    if ratio.numel() == 0:
+        return {}
+    return {
+        metrics.ESS: effective_sample_size(sequence_log_weights(x)[in_loss]),
+        metrics.TOKEN_RATIO_MEAN: float(ratio.mean()),
+        metrics.TOKEN_RATIO_MAX: float(ratio.max()),
+        metrics.TOKEN_RATIO_MIN: float(ratio.min()),
+        metrics.TOKEN_RATIO_OUTSIDE: float(((ratio < 0.8) | (ratio > 1.2)).float().mean()),
+    }
 
 
 class TokenClip:
@@ -120,6 +155,20 @@ def k3_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
     """
     gap = (ref_logprobs - logprobs).clamp(-KL_LOG_GAP_LIMIT, KL_LOG_GAP_LIMIT)
     return (torch.exp(gap) - gap - 1).clamp(max=KL_VALUE_LIMIT)
+
+
+def k2_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
+    """Per-token k2 estimate (log pi - log pi_ref)^2 / 2, the log-gap bounded as k3's. Shapes: (B, T) -> (B, T)."""
+    gap = (logprobs - ref_logprobs).clamp(-KL_LOG_GAP_LIMIT, KL_LOG_GAP_LIMIT)
+    return 0.5 * gap**2
+
+
+def k1_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
+    """Per-token k1 estimate log pi - log pi_ref, bounded as k3's; negative where pi < pi_ref. (B, T) -> (B, T)."""
+    return (logprobs - ref_logprobs).clamp(-KL_LOG_GAP_LIMIT, KL_LOG_GAP_LIMIT)
+
+
+KL_ESTIMATORS = {"k3": k3_kl, "k2": k2_kl, "k1": k1_kl}  # objective.kl_estimator -> (logprobs, ref) -> (B, T)
 
 
 def aggregator(how: str, mask: torch.Tensor, max_new_tokens: int):

@@ -43,6 +43,13 @@ class ObjectiveKnobs(Knobs):
         description="Weight of the KL penalty to the frozen initial policy (k3 estimator; the log-gap is "
         "clamped to +-20 and the per-token value to 10, so one runaway token cannot make the loss inf).",
     )
+    kl_estimator: Literal["k3", "k2", "k1"] = Field(
+        "k3",
+        description="The per-token estimate of KL(pi || pi_ref) in the loss, with d = log pi - log pi_ref: "
+        "k3 = exp(-d) + d - 1 (unbiased, never negative); k2 = d^2 / 2 (its gradient is the reverse KL's "
+        "on-policy); k1 = d (unbiased in value, but its expected gradient on-policy is 0).",
+        json_schema_extra={"acts_when": "kl-on"},
+    )
     entropy_coef: float = Field(0.0, ge=0, description="Weight of the entropy bonus.")
     old_logprobs: Literal["auto", "sampler", "recompute"] = Field(
         "auto",
@@ -66,6 +73,7 @@ OBJECTIVES.declare(
     "workers.pipeline.objective.base:SequenceClip",
     summary="GSPO's sequence-level ratio, clipped per sequence (Zheng et al. 2025, eq. 5-7).",
     knobs=ObjectiveKnobs,
+    acts_when="off-policy",
 )
 
 
@@ -116,6 +124,7 @@ OBJECTIVES.declare(
     "workers.pipeline.objective.offpolicy:MinPrefixRatio",
     summary="The token clip on each token's prefix-minimum ratio, min over j <= t of rho_j (MinPRO, Lei et al. 2026).",
     knobs=ObjectiveKnobs,
+    acts_when="off-policy",
 )
 
 
@@ -143,4 +152,5 @@ OBJECTIVES.declare(
     summary="The token clip with a minimum-variance off-policy baseline and an ESS-scaled step "
     "(VCPO, Huang et al. 2026).",
     knobs=VarianceControlledKnobs,
+    acts_when="off-policy",
 )

@@ -13,7 +13,13 @@ from dataclasses import replace
 import torch
 
 from workers import metrics
-from workers.pipeline.objective.base import TokenClip, masked_mean, sequence_advantages
+from workers.pipeline.objective.base import (
+    TokenClip,
+    effective_sample_size,
+    masked_mean,
+    sequence_advantages,
+    sequence_log_weights,
+)
 from workers.pipeline.objective.knobs import ObjectiveKnobs, TruncatedISKnobs, VarianceControlledKnobs
 from workers.pipeline.stages import LossInputs, LossOutput
 
@@ -97,19 +103,6 @@ class MinPrefixRatio(TokenClip):
             metrics.PREFIX_MIN_RATIO_MEAN: masked_mean(torch.exp(minimum), x.mask),
             metrics.PREFIX_MIN_BELOW_TOKEN: masked_mean((minimum < log_ratio).float(), x.mask),
         }
-
-
-def sequence_log_weights(x: LossInputs) -> torch.Tensor:
-    """(B,) log w_i = sum_t (log pi - log pi_old): the log of each sequence's importance weight, no gradient."""
-    return ((x.logprobs.detach() - x.old_logprobs) * x.mask).sum(-1)
-
-
-def effective_sample_size(log_w: torch.Tensor) -> float:
-    """(sum w)^2 / (n sum w^2) of the weights exp(log_w) (n,), computed in log space: in [1/n, 1]."""
-    if log_w.numel() == 0:
-        return 1.0
-    log_n = math.log(log_w.numel())
-    return float(torch.exp(2 * torch.logsumexp(log_w, 0) - log_n - torch.logsumexp(2 * log_w, 0)).clamp(max=1.0))
 
 
 def min_variance_baseline(

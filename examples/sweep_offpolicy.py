@@ -1,0 +1,34 @@
+"""Off-policy stress: GRPO's token ratio against GSPO, MinPRO and VCPO, 3 seeds each.
+
+Every variant runs the same schedule, 4 minibatches x 2 passes per batch: 8 optimizer steps per
+batch, of which 7 train on samples an older policy drew (docs/methods/minpro.md, vcpo.md, gspo.md).
+The schedule is laid over each preset's own (--set wins), so the objectives alone differ.
+
+    python examples/sweep_offpolicy.py      # 12 runs
+"""
+
+from pathlib import Path
+
+from _sweep import main
+
+from workers import metrics
+
+BASE = Path(__file__).with_name("preset-corrections.yaml")
+STRESS = ["schedule.minibatches=4", "schedule.updates_per_batch=2"]
+VARIANTS = {
+    "grpo": (["method=grpo", *STRESS], metrics.CLIP_RATIO_HIGH),
+    "gspo": (["method=gspo", *STRESS], metrics.CLIP_RATIO_HIGH),
+    "minpro": (["method=minpro", *STRESS], metrics.PREFIX_MIN_BELOW_TOKEN),
+    "vcpo": (["method=vcpo", *STRESS], metrics.STEP_SCALE),
+}
+DIAGNOSTICS = [
+    metrics.ESS,
+    metrics.TOKEN_RATIO_MAX,
+    metrics.TOKEN_RATIO_MIN,
+    metrics.TOKEN_RATIO_OUTSIDE,
+    metrics.CLIP_RATIO_LOW,
+    metrics.CLIP_RATIO_HIGH,
+]
+
+if __name__ == "__main__":
+    main(BASE, VARIANTS, "runs/sweep-offpolicy", DIAGNOSTICS)
