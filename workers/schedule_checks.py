@@ -67,9 +67,10 @@ CONDITIONS: dict[str, Callable[[Any, Any], str | None]] = {
     "kl-on": kl_off,
 }
 
-# Conditions on a knob whose default is harmless: checked only when the config sets the knob (a
-# preset or the user), so that every run at kl_coef 0 is not told about its default estimator.
-CHECKED_WHEN_SET = {"kl-on"}
+# Conditions on a knob whose default is harmless: checked only when the knob is moved off its default,
+# so that every run at kl_coef 0 is not told about its default estimator. (Not "when the config sets
+# it": the launch form and a stored config spell out every knob.)
+CHECKED_OFF_DEFAULT = {"kl-on"}
 
 
 def component_warnings(cfg) -> list[str]:
@@ -98,9 +99,10 @@ def warnings(cfg) -> list[str]:
         for knob, field in type(section).model_fields.items():
             extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
             marker = extra.get("acts_when")
-            if marker is None or (marker in CHECKED_WHEN_SET and knob not in section.model_fields_set):
+            value = getattr(section, knob)
+            if marker is None or (marker in CHECKED_OFF_DEFAULT and value == field.default):
                 continue
-            why = CONDITIONS[marker](cfg, getattr(section, knob))
+            why = CONDITIONS[marker](cfg, value)
             if why is not None:
                 why_by_knobs.setdefault(why, []).append(f"{section_name}.{knob}")
         found += [f"{', '.join(knobs)}: {why}" for why, knobs in why_by_knobs.items()]

@@ -435,7 +435,11 @@ class Trainer:
         inputs["sampler_logprobs"] = take(batch.logprobs)  # kept when old_logprobs is replaced by the recompute
         inputs["advantages"] = take(batch.advantages)
         inputs["group"] = take(batch.group_index)  # (B,) the group of every row
-        if self.reference is not None:
+        if self.reference is not None and batch.ref_logprobs is not None and batch.token_mask is None:
+            # already computed for a component that reads it (Declaration.needs), on the same tokens and
+            # attention: one forward of the reference per step, not two
+            inputs["ref_logprobs"] = take(batch.ref_logprobs)
+        elif self.reference is not None:
             with torch.no_grad():
                 inputs["ref_logprobs"] = self.token_logprobs(self.reference, inputs)[0]
         return inputs

@@ -78,3 +78,18 @@ def test_the_trainer_scores_the_reference_for_ace_and_not_for_grpo():
     assert len(shifts) == 3
     assert abs(shifts[0]) < 1e-4  # before any update the policy is the reference: c = 0 to rounding
     assert any(abs(s) > 1e-4 for s in shifts[1:])  # after updates it has moved
+
+
+def test_with_a_kl_term_the_reference_runs_once_per_step_and_the_loss_reads_the_same_numbers():
+    trainer = Trainer(small_config(method="ace", schedule={"steps": 2}, objective={"kl_coef": 0.1}), MemoryReporter())
+    calls, forward = [], trainer.reference.forward
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs["input_ids"].shape[0])
+        return forward(*args, **kwargs)
+
+    trainer.reference.forward = counted
+    assert trainer.run() == "succeeded"
+    assert len(calls) == 2  # one forward a step, for the advantage stage; the KL term reuses it
+    kl = [v for _, v in trainer.reporter.series("policy/kl_ref")]
+    assert len(kl) == 2 and kl[0] < 1e-6  # the first update's policy is the reference

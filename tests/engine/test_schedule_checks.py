@@ -39,6 +39,8 @@ def test_a_kl_estimator_is_warned_only_when_chosen_and_the_kl_term_has_no_weight
                       "give it a weight > 0 (e.g. 0.001)"]  # fmt: skip
     assert not warnings(resolve({"objective": {"kl_estimator": "k2", "kl_coef": 0.01}, "schedule": two}))
     assert not warnings(resolve({"schedule": two}))  # the default estimator, never chosen: nothing to say
+    spelled_out = {"objective": {"kl_estimator": "k3", "kl_coef": 0.0}, "schedule": two}  # as the form posts it
+    assert not warnings(resolve(spelled_out))
 
 
 def test_a_component_that_trains_on_older_samples_makes_the_clip_act_on_one_pass():
