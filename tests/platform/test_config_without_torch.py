@@ -104,7 +104,7 @@ def test_the_task_and_reward_checks_run(web_process):
         "eval.size": "150 held-out problems would leave too few of the task's 200 for training; at most 100"
     }
     assert web_process["errors"]["reward function"]["fields"] == {
-        "reward.weights": "unknown reward function 'speed'; valid: correct, format, length, overlong"
+        "reward.weights": "unknown reward function 'speed'; valid: correct, flawed-positive, format, length, overlong"
     }
 
 
