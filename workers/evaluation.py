@@ -13,6 +13,8 @@ from collections import Counter
 
 import numpy as np
 
+from workers import metrics as metric
+
 
 def pass_at_k(n: int, c: int, k: int) -> float:
     """The chance that k of n samples, c of them correct, drawn without replacement include a correct one.
@@ -48,7 +50,7 @@ def score_eval(task, examples, greedy: list[str], sampled: list[str], n: int, k:
         passk.append(pass_at_k(n, sum(task.is_correct(example, text) for text in group), k))
         majk.append(maj_at_k(task, example, group, k))
     return {
-        "eval/pass@1": float(np.mean(pass1)),
-        "eval/pass@k": float(np.mean(passk)),
-        "eval/maj@k": float(np.mean(majk)),
+        metric.PASS_AT_1: float(np.mean(pass1)),
+        metric.PASS_AT_K: float(np.mean(passk)),
+        metric.MAJ_AT_K: float(np.mean(majk)),
     }

@@ -1,8 +1,8 @@
 """Metric names, one constant each, imported by whatever writes or reads the metric.
 
-The namespaces are the design's (docs: reward/, policy/, optim/, pipeline/<stage>/...). So far
-the objective stage's policy/ names live here; the trainer's other names are still literals at
-their single writer and move here as those modules are next touched.
+The namespaces are the design's (docs: reward/, policy/, optim/, pipeline/<stage>/...). The
+trainer's, the evaluation's, the prompt history's and the objectives' names live here; a pipeline
+component's own pipeline/<stage>/... names stay beside it, at their single writer.
 """
 
 # the clipped surrogates (workers/pipeline/objective/base.py)
@@ -29,3 +29,65 @@ TOKEN_RATIO_OUTSIDE = "policy/token_ratio/outside_0.8_1.2"  # share of loss toke
 # VCPO: what the ESS does to the step
 STEP_SCALE = "policy/step_scale"  # the factor the learning rate of this optimizer step was multiplied by
 OFF_POLICY_BASELINE = "policy/off_policy_baseline"  # mean |b| of the minimum-variance baseline subtracted
+
+# the trainer's counters, cumulative over the run (workers/trainer.py)
+ROLLOUT_TOKENS = "counters/rollout_tokens"  # completion tokens decoded so far
+SAMPLES = "counters/samples"  # completions scored so far
+WALL_S = "counters/wall_s"  # seconds spent in steps so far
+
+# time and speed of a step: they measure the machine, not the computation (reporting.NONDETERMINISTIC_PREFIXES)
+GENERATE_S = "timing/generate_s"
+REWARD_S = "timing/reward_s"
+TRAIN_S = "timing/train_s"
+SYNC_S = "timing/sync_s"
+STEP_S = "timing/step_s"
+ROLLOUT_TOKENS_PER_S = "throughput/rollout_tokens_per_s"  # decoded tokens / generate seconds
+RSS_GB = "system/rss_gb"  # resident memory of the worker
+GPU_MEM_GB = "system/gpu_mem_gb"  # peak CUDA memory
+
+# the update (workers/trainer.py: Trainer.update, optimizer_step); averaged over a step's optimizer steps
+OPTIM_STEPS = "optim/steps"  # optimizer steps taken this RL step
+LR = "optim/lr"  # the learning rate of the step, after the schedule and any step scale
+GRAD_NORM = "optim/grad_norm"  # before clipping
+LOSS = "policy/loss"
+KL_REF = "policy/kl_ref"  # the KL estimate to the reference (objective.kl_estimator), when kl_coef > 0
+APPROX_KL = "policy/approx_kl"  # k3 of pi_old against the policy after the step
+ENTROPY = "policy/entropy"  # the entropy (or its sampled-token estimate when no entropy bonus asks for it)
+SAMPLER_LOGPROB_DIFF = "policy/sampler_logprob_diff"  # mean |trainer - sampler| log-probability, when recomputed
+
+# rewards, groups and completions of everything generated in a step (Trainer.batch_metrics)
+REWARD_MEAN = "reward/mean"
+REWARD_STD = "reward/std"
+FRAC_ZERO_STD = "groups/frac_zero_std"  # groups whose rewards are all equal: no GRPO signal
+FRAC_ALL_CORRECT = "groups/frac_all_correct"
+FRAC_ALL_WRONG = "groups/frac_all_wrong"
+DISTINCT_COMPLETIONS = "groups/distinct_completions"  # distinct texts / group size, mean over groups
+MEAN_LENGTH = "completions/mean_length"  # tokens
+MAX_LENGTH = "completions/max_length"  # tokens
+CLIPPED_RATIO = "completions/clipped_ratio"  # share cut by max_new_tokens
+SAMPLES_PER_PROMPT = "pipeline/generate/samples_per_prompt"
+FILTER_ROUNDS = "pipeline/filter/rounds"
+FILTER_MISSING_GROUPS = "pipeline/filter/missing_groups"
+FILTER_DROPPED_GROUPS = "pipeline/filter/dropped_groups"
+FILTER_KEPT_GROUPS = "pipeline/filter/kept_groups"
+FILTER_LEFT_OUT_SAMPLES = "pipeline/filter/left_out_samples"
+ADVANTAGE_MEAN = "advantage/mean"  # over the samples in the loss
+ADVANTAGE_ABS_MEAN = "advantage/abs_mean"
+ADVANTAGE_LEFT_OUT = "pipeline/advantage/left_out"  # samples the advantage stage left out of the loss
+
+# held-out evaluation (workers/evaluation.py)
+PASS_AT_1 = "eval/pass@1"  # greedy
+PASS_AT_K = "eval/pass@k"  # unbiased estimator from eval.samples
+MAJ_AT_K = "eval/maj@k"  # majority vote over disjoint blocks of k
+
+# the prompt history (workers/pipeline/history.py)
+PROMPTS_DISTINCT = "prompts/distinct"
+PROMPTS_REVISITED = "prompts/revisited"
+PROMPTS_MEAN_PASS_RATE = "prompts/mean_pass_rate"  # last pass rate, mean over prompts
+PROMPTS_FRAC_SOLVED = "prompts/frac_solved"
+PROMPTS_FRAC_UNSOLVED = "prompts/frac_unsolved"
+
+
+def reward_part(function: str) -> str:
+    """reward/<function>/mean: the mean of one reward function of reward.weights over a step's completions."""
+    return f"reward/{function}/mean"

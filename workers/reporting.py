@@ -19,9 +19,11 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from workers import metrics as metric
+
 # Metrics that measure the machine rather than the computation: they differ
 # between two otherwise bit-identical runs and are left out of determinism checks.
-NONDETERMINISTIC_PREFIXES = ("timing/", "throughput/", "counters/wall_s", "system/")
+NONDETERMINISTIC_PREFIXES = ("timing/", "throughput/", metric.WALL_S, "system/")
 
 
 def is_deterministic_metric(name: str) -> bool:
@@ -146,9 +148,9 @@ class ProgressReporter:
 
     def metrics(self, step, values):
         for name, label, fmt in (
-            ("reward/mean", "reward", "{:.3f}"),
-            ("eval/pass@1", "pass@1", "{:.3f}"),
-            ("throughput/rollout_tokens_per_s", "tok/s", "{:.0f}"),
+            (metric.REWARD_MEAN, "reward", "{:.3f}"),
+            (metric.PASS_AT_1, "pass@1", "{:.3f}"),
+            (metric.ROLLOUT_TOKENS_PER_S, "tok/s", "{:.0f}"),
         ):
             if name in values:
                 self.shown[label] = fmt.format(values[name])

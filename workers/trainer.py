@@ -27,6 +27,7 @@ import psutil
 import torch
 import yaml
 
+from workers import metrics as metric
 from workers import repro, stopping
 from workers.evaluation import score_eval
 from workers.models.policy import load_policy
@@ -108,7 +109,7 @@ class Trainer:
         self.data_rng = np.random.default_rng(cfg.seed)
         self.sampling_rng = torch.Generator(self.device).manual_seed(cfg.seed)
         self.shuffle_rng = torch.Generator().manual_seed(cfg.seed + 1)
-        self.counters = {"counters/rollout_tokens": 0.0, "counters/samples": 0.0, "counters/wall_s": 0.0}
+        self.counters = {metric.ROLLOUT_TOKENS: 0.0, metric.SAMPLES: 0.0, metric.WALL_S: 0.0}
         self.data_stream = hashlib.sha256()  # every training example drawn, in order: the exact data used
         self.examples_drawn = 0
         self.environment: dict | None = None
@@ -213,15 +214,15 @@ class Trainer:
         synced = time.perf_counter()
         self.backend.sync_weights()
         step_s = time.perf_counter() - began
-        self.counters["counters/wall_s"] += step_s
+        self.counters[metric.WALL_S] += step_s
         metrics.update(
             {
-                "timing/generate_s": collected.generate_s,
-                "timing/reward_s": collected.reward_s,
-                "timing/train_s": train_s,
-                "timing/sync_s": time.perf_counter() - synced,
-                "timing/step_s": step_s,
-                "throughput/rollout_tokens_per_s": collected.generated.decoded / collected.generate_s,
+                metric.GENERATE_S: collected.generate_s,
+                metric.REWARD_S: collected.reward_s,
+                metric.TRAIN_S: train_s,
+                metric.SYNC_S: time.perf_counter() - synced,
+                metric.STEP_S: step_s,
+                metric.ROLLOUT_TOKENS_PER_S: collected.generated.decoded / collected.generate_s,
                 **self.counters,
                 **self.system_metrics(),
             }
@@ -281,8 +282,8 @@ class Trainer:
             observe = getattr(component, "observe", None)
             if callable(observe):
                 observe(everything)
-        self.counters["counters/rollout_tokens"] += everything.decoded
-        self.counters["counters/samples"] += everything.num_samples
+        self.counters[metric.ROLLOUT_TOKENS] += everything.decoded
+        self.counters[metric.SAMPLES] += everything.num_samples
         batch = RolloutBatch.concat(kept)
         missing = budget.prompts - batch.num_groups
         if missing > 0:
@@ -394,7 +395,7 @@ class Trainer:
         model.train()
         stats: dict[str, list[float]] = {}
         if self.recompute_old_logprobs and len(rows):
-            stats["policy/sampler_logprob_diff"] = [self.recompute_old(inputs, passes[0])]
+            stats[metric.SAMPLER_LOGPROB_DIFF] = [self.recompute_old(inputs, passes[0])]
         first_update, done = (step - 1) * self.updates_per_step(), 0
         for i, chunk in enumerate(chunk for chunks in passes for chunk in chunks):
             stopping.checkpoint()
@@ -404,7 +405,7 @@ class Trainer:
                 stats.setdefault(name, []).append(value)
             done += 1
         model.eval()
-        return {"optim/steps": float(done), **{name: float(np.mean(values)) for name, values in stats.items()}}
+        return {metric.OPTIM_STEPS: float(done), **{name: float(np.mean(values)) for name, values in stats.items()}}
 
     @torch.no_grad()
     def recompute_old(self, inputs, chunks) -> float:
@@ -504,10 +505,10 @@ class Trainer:
         if self.reference is not None:
             kl = KL_ESTIMATORS[cfg.kl_estimator](logprobs, inputs["ref_logprobs"][chunk])  # (B, T)
             loss = loss + cfg.kl_coef * aggregate(kl)
-            stats["policy/kl_ref"] = float(aggregate(kl.detach()))
+            stats[metric.KL_REF] = float(aggregate(kl.detach()))
         if wants_entropy_grad:
             loss = loss - cfg.entropy_coef * aggregate(entropy)
-            stats["policy/entropy"] = float(aggregate(entropy.detach()))
+            stats[metric.ENTROPY] = float(aggregate(entropy.detach()))
         loss.backward()
         limit = self.cfg.optimizer.grad_clip or float("inf")
         grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.model.parameters(), limit)
@@ -515,15 +516,15 @@ class Trainer:
         lr = self.cfg.optimizer.lr * self.lr_factor(update) * out.step_scale
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        stats["optim/lr"] = lr
+        stats[metric.LR] = lr
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         with torch.no_grad():
             log_ratio = old - logprobs.detach()
-            stats["policy/approx_kl"] = float(aggregate(torch.exp(-log_ratio) - 1 + log_ratio))
+            stats[metric.APPROX_KL] = float(aggregate(torch.exp(-log_ratio) - 1 + log_ratio))
             if not wants_entropy_grad:
-                stats["policy/entropy"] = float(aggregate(-logprobs.detach()))  # sampled-token estimate
-        stats.update({"policy/loss": float(loss.detach()), "optim/grad_norm": float(grad_norm)})
+                stats[metric.ENTROPY] = float(aggregate(-logprobs.detach()))  # sampled-token estimate
+        stats.update({metric.LOSS: float(loss.detach()), metric.GRAD_NORM: float(grad_norm)})
         return stats
 
     # ------------------------------------------------------------------ phase: evaluate
@@ -554,26 +555,26 @@ class Trainer:
         correct = gen.correct.float()
         lengths = gen.lengths
         metrics = {
-            "reward/mean": float(gen.rewards.mean()),
-            "reward/std": float(gen.rewards.std()) if gen.num_samples > 1 else 0.0,
-            **{f"reward/{name}/mean": float(v.mean()) for name, v in gen.reward_parts.items()},
-            "groups/frac_zero_std": float(
+            metric.REWARD_MEAN: float(gen.rewards.mean()),
+            metric.REWARD_STD: float(gen.rewards.std()) if gen.num_samples > 1 else 0.0,
+            **{metric.reward_part(name): float(v.mean()) for name, v in gen.reward_parts.items()},
+            metric.FRAC_ZERO_STD: float(
                 (gen.group_reduce(gen.rewards, "amax") == gen.group_reduce(gen.rewards, "amin")).float().mean()
             ),
-            "groups/frac_all_correct": float((gen.group_reduce(correct, "amin") == 1).float().mean()),
-            "groups/frac_all_wrong": float((gen.group_reduce(correct, "amax") == 0).float().mean()),
-            "groups/distinct_completions": float(
+            metric.FRAC_ALL_CORRECT: float((gen.group_reduce(correct, "amin") == 1).float().mean()),
+            metric.FRAC_ALL_WRONG: float((gen.group_reduce(correct, "amax") == 0).float().mean()),
+            metric.DISTINCT_COMPLETIONS: float(
                 np.mean([len(set(gen.texts[a:b])) / (b - a) for a, b in zip(gen.offsets, gen.offsets[1:])])
             ),
-            "completions/mean_length": float(lengths.float().mean()),
-            "completions/max_length": float(lengths.max()),
-            "completions/clipped_ratio": float(gen.truncated.float().mean()),
-            "pipeline/generate/samples_per_prompt": gen.num_samples / gen.num_groups,
-            "pipeline/filter/rounds": float(collected.rounds),
-            "pipeline/filter/missing_groups": float(collected.missing_groups),
-            "pipeline/filter/dropped_groups": float(gen.num_groups - batch.num_groups),
-            "pipeline/filter/kept_groups": float(batch.num_groups),
-            "pipeline/filter/left_out_samples": float((~batch.in_loss).sum()) if batch.in_loss is not None else 0.0,
+            metric.MEAN_LENGTH: float(lengths.float().mean()),
+            metric.MAX_LENGTH: float(lengths.max()),
+            metric.CLIPPED_RATIO: float(gen.truncated.float().mean()),
+            metric.SAMPLES_PER_PROMPT: gen.num_samples / gen.num_groups,
+            metric.FILTER_ROUNDS: float(collected.rounds),
+            metric.FILTER_MISSING_GROUPS: float(collected.missing_groups),
+            metric.FILTER_DROPPED_GROUPS: float(gen.num_groups - batch.num_groups),
+            metric.FILTER_KEPT_GROUPS: float(batch.num_groups),
+            metric.FILTER_LEFT_OUT_SAMPLES: float((~batch.in_loss).sum()) if batch.in_loss is not None else 0.0,
             **self.history.metrics(),
             **self.stage_metrics(),
         }
@@ -592,9 +593,9 @@ class Trainer:
     def advantage_metrics(batch: RolloutBatch) -> dict[str, float]:
         used = batch.sample_advantages()[batch.in_loss]
         return {
-            "advantage/mean": float(used.mean()),
-            "advantage/abs_mean": float(used.abs().mean()),
-            "pipeline/advantage/left_out": float((~batch.in_loss).sum()),
+            metric.ADVANTAGE_MEAN: float(used.mean()),
+            metric.ADVANTAGE_ABS_MEAN: float(used.abs().mean()),
+            metric.ADVANTAGE_LEFT_OUT: float((~batch.in_loss).sum()),
         }
 
     def pick_samples(self, trained: RolloutBatch, generated: RolloutBatch) -> list[dict]:
@@ -629,9 +630,9 @@ class Trainer:
         }
 
     def system_metrics(self) -> dict[str, float]:
-        metrics = {"system/rss_gb": psutil.Process().memory_info().rss / 2**30}
+        metrics = {metric.RSS_GB: psutil.Process().memory_info().rss / 2**30}
         if self.device.type == "cuda":
-            metrics["system/gpu_mem_gb"] = torch.cuda.max_memory_allocated(self.device) / 2**30
+            metrics[metric.GPU_MEM_GB] = torch.cuda.max_memory_allocated(self.device) / 2**30
         return metrics
 
     # ------------------------------------------------------------------ artifacts

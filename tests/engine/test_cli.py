@@ -58,9 +58,11 @@ def warned(stdout: str) -> dict[str, list[str]]:
 
 def test_methods_warns_of_an_inert_clip_range_at_the_default_schedule_but_not_with_two_passes():
     default = warned(cli("methods").stdout)
-    for preset in ("grpo", "gspo"):
-        assert default[preset] and default[preset][0].startswith("warning: objective.clip_low, objective.clip_high")
+    assert default["grpo"] and default["grpo"][0].startswith("warning: objective.clip_low, objective.clip_high")
+    assert default["gspo"] == []  # its paper's schedule: 4 minibatch updates per batch
     assert default["dots"] == []  # its replayed groups are older samples: their ratios are not 1
+    one_update = warned(cli("methods", "--set", "schedule.minibatches=1").stdout)
+    assert one_update["gspo"][0].startswith("warning: objective 'sequence-clip': cannot act")
     two_passes = cli("methods", "--set", "schedule.updates_per_batch=2")
     assert two_passes.returncode == 0
     assert all(not w for w in warned(two_passes.stdout).values())

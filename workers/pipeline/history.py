@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
+from workers import metrics as metric
 from workers.tasks import Example
 
 
@@ -87,15 +88,15 @@ class PromptHistory:
     def metrics(self) -> dict[str, float]:
         """prompts/...: how many distinct prompts the run has rolled out, and how they fare."""
         if not self._stats:
-            return {"prompts/distinct": 0.0}
+            return {metric.PROMPTS_DISTINCT: 0.0}
         records = list(self._stats.values())
         last = torch.tensor([r.last_pass_rate for r in records])
         return {
-            "prompts/distinct": float(len(records)),
-            "prompts/revisited": float(sum(r.seen > 1 for r in records)),
-            "prompts/mean_pass_rate": float(last.mean()),
-            "prompts/frac_solved": float((last == 1).float().mean()),
-            "prompts/frac_unsolved": float((last == 0).float().mean()),
+            metric.PROMPTS_DISTINCT: float(len(records)),
+            metric.PROMPTS_REVISITED: float(sum(r.seen > 1 for r in records)),
+            metric.PROMPTS_MEAN_PASS_RATE: float(last.mean()),
+            metric.PROMPTS_FRAC_SOLVED: float((last == 1).float().mean()),
+            metric.PROMPTS_FRAC_UNSOLVED: float((last == 0).float().mean()),
         }
 
     def state_dict(self) -> dict[str, dict]:
