@@ -1,8 +1,9 @@
 """Metric names, one constant each, imported by whatever writes or reads the metric.
 
 The namespaces are the design's (docs: reward/, policy/, optim/, pipeline/<stage>/...). So far
-the objective stage's policy/ names live here; the trainer's other names are still literals at
-their single writer and move here as those modules are next touched.
+the objective stage's policy/ names and some advantage components' pipeline/advantage/ names live
+here; the trainer's other names are still literals at their single writer and move here as those
+modules are next touched.
 """
 
 # the clipped surrogates (workers/pipeline/objective/base.py)
@@ -29,3 +30,10 @@ TOKEN_RATIO_OUTSIDE = "policy/token_ratio/outside_0.8_1.2"  # share of loss toke
 # VCPO: what the ESS does to the step
 STEP_SCALE = "policy/step_scale"  # the factor the learning rate of this optimizer step was multiplied by
 OFF_POLICY_BASELINE = "policy/off_policy_baseline"  # mean |b| of the minimum-variance baseline subtracted
+
+# advantage components that treat one reward function apart (workers/pipeline/advantage/grpo_lambda.py, drpo.py)
+PENALTY_GATED_GROUPS = "pipeline/advantage/penalty_gated_groups"  # GRPO-lambda: share of groups the penalty applied to
+GATED_PENALTY_MEAN = "pipeline/advantage/gated_penalty_mean"  # its weighted value, mean over those groups' samples
+SOLVED_GROUPS = "pipeline/advantage/solved_groups"  # DRPO: share of groups with no wrong completion
+POSITIVE_WEIGHT_MAX = "pipeline/advantage/positive_weight_max"  # DRPO: largest |P| w_i of a group, mean over groups
+CORRECT_NEGATIVE = "pipeline/advantage/correct_negative"  # share of correct completions with an advantage < 0
