@@ -534,6 +534,29 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
         "1 + softplus(log pi/pi_ref), so overconfident errors are pushed down hardest (ACE).",
         {"advantage": {"name": "ace"}},
     ),
+    "grpo-lambda": (
+        "GRPO with a length penalty that counts only in groups at least half correct; groups below are scored "
+        "by correctness alone (GRPO-lambda).",
+        # "Stable Reinforcement Learning for Efficient Reasoning" (abstract): a low correctness ratio in the group
+        # switches to the length-agnostic 0/1 reward, a high one keeps the length penalty. The threshold 0.5 and
+        # the penalty's weight 0.5 are the card's choices; the abstract fixes neither.
+        {
+            "advantage": {"name": "grpo-lambda", "accuracy_threshold": 0.5, "penalty": "length"},
+            "reward": {"weights": {"correct": 1.0, "length": 0.5}},
+        },
+    ),
+    "drpo": (
+        "GRPO's correctness advantage; correct completions share theirs by exp(length reward / 0.2) among the "
+        "correct ones only, so a long correct completion is never pushed down (DRPO).",
+        # "DRPO: Efficient Reasoning via Decoupled Reward Policy Optimization" (abstract): the length signal of
+        # correct rollouts is normalised within the positive group, weighted by the closed-form KL-regularised
+        # optimal positive distribution (importance weights). lambda = 0.2 and the advantage of a group with no
+        # wrong completion (1.0) are the card's choices.
+        {
+            "advantage": {"name": "drpo", "kl_lambda": 0.2, "preference": "length", "solved_advantage": 1.0},
+            "reward": {"weights": {"correct": 1.0, "length": 1.0}},
+        },
+    ),
 }
 
 

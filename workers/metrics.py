@@ -1,7 +1,7 @@
 """Metric names, one constant each, imported by whatever writes or reads the metric.
 
 The namespaces are the design's (docs: reward/, policy/, optim/, pipeline/<stage>/...). The
-trainer's, the evaluation's, the prompt history's and the objectives' names live here; a pipeline
+trainer's, the evaluation's, the prompt history's, the objectives' and some advantage components' names live here; a pipeline
 component's own pipeline/<stage>/... names stay beside it, at their single writer.
 """
 
@@ -91,3 +91,9 @@ PROMPTS_FRAC_UNSOLVED = "prompts/frac_unsolved"
 def reward_part(function: str) -> str:
     """reward/<function>/mean: the mean of one reward function of reward.weights over a step's completions."""
     return f"reward/{function}/mean"
+# advantage components that treat one reward function apart (workers/pipeline/advantage/grpo_lambda.py, drpo.py)
+PENALTY_GATED_GROUPS = "pipeline/advantage/penalty_gated_groups"  # GRPO-lambda: share of groups the penalty applied to
+GATED_PENALTY_MEAN = "pipeline/advantage/gated_penalty_mean"  # its weighted value, mean over those groups' samples
+SOLVED_GROUPS = "pipeline/advantage/solved_groups"  # DRPO: share of groups with no wrong completion
+POSITIVE_WEIGHT_MAX = "pipeline/advantage/positive_weight_max"  # DRPO: largest |P| w_i of a group, mean over groups
+CORRECT_NEGATIVE = "pipeline/advantage/correct_negative"  # share of correct completions with an advantage < 0

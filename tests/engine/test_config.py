@@ -188,7 +188,7 @@ def test_an_unknown_component_lists_the_valid_ones():
     assert err.value.fields == {
         "advantage.name": f"unknown advantage estimator 'median-ish'; valid: {', '.join(ADVANTAGES.names())}"
     }
-    assert "group-mean, group-median, leave-one-out" in err.value.fields["advantage.name"]
+    assert all(name in err.value.fields["advantage.name"] for name in ("group-mean", "group-median", "leave-one-out"))
 
 
 def test_the_schema_shows_each_stage_as_a_choice_of_components():

@@ -127,3 +127,87 @@ ADVANTAGES.declare(
     knobs=ConfidencePenaltyKnobs,
     needs=("ref_logprobs",),
 )
+
+
+def check_reward_part(cfg, knob: str, method: str) -> None:
+    """A component that treats one reward function apart needs it in reward.weights, beside at least one other."""
+    name = getattr(cfg.advantage, knob)
+    weights = cfg.reward.weights
+    if name not in weights:
+        raise ValueError(
+            f"advantage.{knob}: '{name}' is not a reward of this run; {method} needs it in reward.weights "
+            f"(now {', '.join(weights)})"
+        )
+    if len(weights) < 2:
+        raise ValueError(f"advantage.{knob}: {method} needs a reward besides '{name}' in reward.weights")
+
+
+class AccuracyGatedKnobs(GroupEstimatorKnobs):
+    accuracy_threshold: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="A group whose share of correct completions is at least this is scored with the penalty "
+        "reward as well; below it, by the other rewards alone (0: every group, the plain length penalty; "
+        "1: only groups that are all correct).",
+    )
+    penalty: str = Field(
+        "length",
+        max_length=64,
+        description="The reward function (a name in reward.weights) that counts only in groups at or above "
+        "the accuracy threshold, weighted as reward.weights says.",
+    )
+
+
+def check_grpo_lambda(cfg) -> None:
+    """The gated reward must be one of the run's, and some other reward must score the groups below the gate."""
+    check_reward_part(cfg, "penalty", "grpo-lambda")
+
+
+ADVANTAGES.declare(
+    "grpo-lambda",
+    "workers.pipeline.advantage.grpo_lambda:AccuracyGatedPenalty",
+    summary="GRPO's advantage with the length penalty only in groups whose pass rate reaches a threshold "
+    "(GRPO-lambda).",
+    knobs=AccuracyGatedKnobs,
+    check=check_grpo_lambda,
+)
+
+
+class DecoupledLengthKnobs(GroupEstimatorKnobs):
+    kl_lambda: float = Field(
+        0.2,
+        gt=0,
+        le=100,
+        description="lambda: the KL weight of the optimal positive distribution; a correct completion's weight "
+        "among its group's correct ones is proportional to exp(preference reward / lambda), so smaller lambda "
+        "favours the shortest more sharply (large: every correct one alike, GRPO).",
+    )
+    preference: str = Field(
+        "length",
+        max_length=64,
+        description="The reward function (a name in reward.weights) that ranks correct completions among "
+        "themselves, weighted as reward.weights says; it never enters the correctness advantage.",
+    )
+    solved_advantage: float = Field(
+        1.0,
+        ge=0,
+        le=10,
+        description="Mean advantage of the correct completions of a group with no wrong one, shared by the same "
+        "weights (GRPO gives such a group 0; 0 here: such groups train nothing).",
+    )
+
+
+def check_drpo(cfg) -> None:
+    """The preference reward must be one of the run's, and some other reward must give the correctness advantage."""
+    check_reward_part(cfg, "preference", "drpo")
+
+
+ADVANTAGES.declare(
+    "drpo",
+    "workers.pipeline.advantage.drpo:DecoupledLengthReward",
+    summary="GRPO's correctness advantage; correct ones share theirs by exp(length reward / lambda) "
+    "among themselves (DRPO).",
+    knobs=DecoupledLengthKnobs,
+    check=check_drpo,
+)
