@@ -534,6 +534,15 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
         "1 + softplus(log pi/pi_ref), so overconfident errors are pushed down hardest (ACE).",
         {"advantage": {"name": "ace"}},
     ),
+    "outcome-explore": (
+        "GRPO on rewards plus a UCB bonus for answers the prompt has rarely produced over training and a penalty "
+        "for answers repeated within the group, so exploration is counted over final answers (outcome-based "
+        "exploration).",
+        # "Outcome-based Exploration for LLM Reasoning" (2025), abstract: historical exploration "encourages rarely
+        # observed answers via UCB-style bonuses", batch exploration "penalizes within-batch repetition". The
+        # abstract gives no coefficients; 0.25 each is this project's choice (docs/methods/outcome-explore.md).
+        {"advantage": {"name": "outcome-explore", "history_bonus": 0.25, "batch_penalty": 0.25}},
+    ),
 }
 
 

@@ -29,3 +29,9 @@ TOKEN_RATIO_OUTSIDE = "policy/token_ratio/outside_0.8_1.2"  # share of loss toke
 # VCPO: what the ESS does to the step
 STEP_SCALE = "policy/step_scale"  # the factor the learning rate of this optimizer step was multiplied by
 OFF_POLICY_BASELINE = "policy/off_policy_baseline"  # mean |b| of the minimum-variance baseline subtracted
+
+# outcome-based exploration (workers/pipeline/advantage/outcome.py): the bonuses added to the reward
+OUTCOME_BONUS_MEAN = "pipeline/advantage/outcome_bonus_mean"  # mean over samples of the net bonus added to r
+OUTCOME_HISTORY_BONUS_MEAN = "pipeline/advantage/outcome_history_bonus_mean"  # mean historical (UCB) bonus
+OUTCOME_BATCH_PENALTY_MEAN = "pipeline/advantage/outcome_batch_penalty_mean"  # mean within-group repeat penalty
+DISTINCT_ANSWERS = "pipeline/advantage/distinct_answers"  # distinct answers given per group, mean over groups
