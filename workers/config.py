@@ -557,6 +557,15 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
             "reward": {"weights": {"correct": 1.0, "length": 1.0}},
         },
     ),
+    "outcome-explore": (
+        "GRPO on rewards plus a UCB bonus for answers the prompt has rarely produced over training and a penalty "
+        "for answers repeated within the group, so exploration is counted over final answers (outcome-based "
+        "exploration).",
+        # "Outcome-based Exploration for LLM Reasoning" (2025), abstract: historical exploration "encourages rarely
+        # observed answers via UCB-style bonuses", batch exploration "penalizes within-batch repetition". The
+        # abstract gives no coefficients; 0.25 each is this project's choice (docs/methods/outcome-explore.md).
+        {"advantage": {"name": "outcome-explore", "history_bonus": 0.25, "batch_penalty": 0.25}},
+    ),
 }
 
 

@@ -1,8 +1,9 @@
 """Metric names, one constant each, imported by whatever writes or reads the metric.
 
 The namespaces are the design's (docs: reward/, policy/, optim/, pipeline/<stage>/...). The
-trainer's, the evaluation's, the prompt history's, the objectives' and some advantage components' names live here; a pipeline
-component's own pipeline/<stage>/... names stay beside it, at their single writer.
+trainer's, the evaluation's, the prompt history's, the objectives' and the newer advantage
+components' names live here; an older component's own pipeline/<stage>/... names stay beside it,
+at their single writer.
 """
 
 # the clipped surrogates (workers/pipeline/objective/base.py)
@@ -91,9 +92,16 @@ PROMPTS_FRAC_UNSOLVED = "prompts/frac_unsolved"
 def reward_part(function: str) -> str:
     """reward/<function>/mean: the mean of one reward function of reward.weights over a step's completions."""
     return f"reward/{function}/mean"
+
+
 # advantage components that treat one reward function apart (workers/pipeline/advantage/grpo_lambda.py, drpo.py)
 PENALTY_GATED_GROUPS = "pipeline/advantage/penalty_gated_groups"  # GRPO-lambda: share of groups the penalty applied to
 GATED_PENALTY_MEAN = "pipeline/advantage/gated_penalty_mean"  # its weighted value, mean over those groups' samples
 SOLVED_GROUPS = "pipeline/advantage/solved_groups"  # DRPO: share of groups with no wrong completion
 POSITIVE_WEIGHT_MAX = "pipeline/advantage/positive_weight_max"  # DRPO: largest |P| w_i of a group, mean over groups
 CORRECT_NEGATIVE = "pipeline/advantage/correct_negative"  # share of correct completions with an advantage < 0
+# outcome-based exploration (workers/pipeline/advantage/outcome.py): the bonuses added to the reward
+OUTCOME_BONUS_MEAN = "pipeline/advantage/outcome_bonus_mean"  # mean over samples of the net bonus added to r
+OUTCOME_HISTORY_BONUS_MEAN = "pipeline/advantage/outcome_history_bonus_mean"  # mean historical (UCB) bonus
+OUTCOME_BATCH_PENALTY_MEAN = "pipeline/advantage/outcome_batch_penalty_mean"  # mean within-group repeat penalty
+DISTINCT_ANSWERS = "pipeline/advantage/distinct_answers"  # distinct answers given per group, mean over groups

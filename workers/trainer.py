@@ -64,7 +64,7 @@ def resolve_device(wanted: str) -> torch.device:
 
 
 # a need a component may declare (Declaration.needs) -> the Trainer method that fills it into the batch
-PROVIDERS = {"ref_logprobs": "fill_ref_logprobs"}
+PROVIDERS = {"ref_logprobs": "fill_ref_logprobs", "answer_counts": "fill_answer_counts"}
 
 
 def declared_needs(cfg) -> set[str]:
@@ -329,16 +329,18 @@ class Trainer:
         """Run every reward function on every completion; the reward is their weighted sum."""
         lengths, truncated = batch.lengths.tolist(), batch.truncated.tolist()
         parts = {name: [] for name in self.rewards}
-        correct = []
+        correct, answers = [], []
         for row, text in enumerate(batch.texts):
             example = batch.example_of(row)
             completion = Completion(text=text, length=int(lengths[row]), truncated=bool(truncated[row]))
             for name, (_, fn) in self.rewards.items():
                 parts[name].append(fn(example, completion))
             correct.append(self.task.is_correct(example, text))
+            answers.append(self.task.answer_key(example, text))
         batch.reward_parts = {name: torch.tensor(values) for name, values in parts.items()}
         batch.rewards = sum(weight * batch.reward_parts[name] for name, (weight, _) in self.rewards.items())
         batch.correct = torch.tensor(correct)
+        batch.answers = answers
 
     # ------------------------------------------------------------------ phase: advantage
     def compute_advantages(self, batch: RolloutBatch) -> dict[str, float]:
@@ -376,6 +378,11 @@ class Trainer:
         rows = torch.arange(batch.num_samples)
         inputs = self.model_inputs(batch, rows, batch.mask.to(self.device))
         batch.ref_logprobs = (self.token_logprobs(self.reference, inputs)[0] * inputs["mask"]).cpu()
+
+    def fill_answer_counts(self, batch: RolloutBatch) -> None:
+        """batch.answer_counts (N,): each sample's answer's count for its prompt in the prompt history, which
+        already holds this step's groups (collect updates it before the advantage stage)."""
+        batch.answer_counts = self.history.answer_counts(batch)
 
     # ------------------------------------------------------------------ phase: update
     def update(self, batch: RolloutBatch, step: int = 1) -> dict[str, float]:

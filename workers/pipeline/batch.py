@@ -43,6 +43,8 @@ class RolloutBatch:
     rewards: torch.Tensor | None = None  # (N,) weighted sum
     reward_parts: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> (N,)
     correct: torch.Tensor | None = None  # (N,) bool
+    # N: the answer each completion commits to, the task's answer_key (None: it gives none); filled when scored
+    answers: list[str | None] = field(default_factory=list)
     advantages: torch.Tensor | None = None  # (N,) per sample, or (N, T) per token
     in_loss: torch.Tensor | None = None  # (N,) bool: may carry gradient (set by the filter, narrowed by the advantage)
     notes: list[dict[str, str]] = field(default_factory=list)  # N: what each stage did to the sample
@@ -52,6 +54,10 @@ class RolloutBatch:
     # (N, T) the reference policy's log-probabilities of the completion tokens (0 off the completion); filled by
     # the trainer before the advantage stage only when a component declares needs=("ref_logprobs",)
     ref_logprobs: torch.Tensor | None = None
+    # (N,) how many completions of each sample's prompt, over the whole run so far (this step included), gave
+    # the sample's answer (0 for no answer); filled from the prompt history before the advantage stage only
+    # when a component declares needs=("answer_counts",)
+    answer_counts: torch.Tensor | None = None
 
     @property
     def decoded(self) -> float:
@@ -182,12 +188,14 @@ class RolloutBatch:
             rewards=pick(self.rewards),
             reward_parts={k: pick(v) for k, v in self.reward_parts.items()},
             correct=pick(self.correct),
+            answers=[self.answers[r] for r in rows.tolist()] if self.answers else [],
             advantages=pick(self.advantages),
             in_loss=pick(self.in_loss),
             token_mask=pick(self.token_mask),
             weights=pick(self.weights),
             notes=[dict(self.notes[r]) for r in rows.tolist()],
             ref_logprobs=pick(self.ref_logprobs),
+            answer_counts=pick(self.answer_counts),
         )
 
     @staticmethod
@@ -217,6 +225,8 @@ class RolloutBatch:
             rewards=cat([b.rewards for b in batches]),
             reward_parts={k: torch.cat([b.reward_parts[k] for b in batches]) for k in first.reward_parts},
             correct=cat([b.correct for b in batches]),
+            # a batch scored without answers (a constructed one) leaves the joined batch without them
+            answers=[a for b in batches for a in b.answers] if all(b.answers for b in batches) else [],
             advantages=cat(advantages),
             in_loss=cat([b.in_loss for b in batches]),
             weights=(
@@ -229,4 +239,5 @@ class RolloutBatch:
                 None if all(b.decoded_tokens is None for b in batches) else sum(b.decoded for b in batches)
             ),
             ref_logprobs=cat([None if b.ref_logprobs is None else pad(b.ref_logprobs) for b in batches]),
+            answer_counts=cat([b.answer_counts for b in batches]),
         )

@@ -8,10 +8,12 @@ keeping its own tally.
 
     stats = ctx.history.get(example)        # None for a prompt never rolled out
     stats.pass_rate, stats.alpha, stats.beta
+    stats.answers["46"]                     # completions of the prompt that answered 46, all steps
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -22,9 +24,13 @@ from workers.tasks import Example
 
 @dataclass
 class PromptStats:
-    """One prompt's record: every visit as (step, correct, samples); the rest is derived from it."""
+    """One prompt's record: every visit as (step, correct, samples), and how often each answer was given;
+    the rest is derived from them."""
 
     outcomes: list[tuple[int, int, int]] = field(default_factory=list)
+    # answer key (the task's answer_key) -> completions that gave it, over every visit; completions that give
+    # no answer are not counted. Empty for batches scored without answers.
+    answers: dict[str, int] = field(default_factory=dict)
 
     @property
     def seen(self) -> int:
@@ -82,8 +88,21 @@ class PromptHistory:
     def update(self, batch, step: int) -> None:
         """Count every group of a scored batch (workers.pipeline.batch.RolloutBatch)."""
         correct = batch.group_reduce(batch.correct.float(), "sum").tolist()  # (P,)
-        for example, size, right in zip(batch.examples, batch.group_sizes, correct):
-            self._stats.setdefault(self.key(example), PromptStats()).outcomes.append((step, int(right), size))
+        for g, (example, size, right) in enumerate(zip(batch.examples, batch.group_sizes, correct)):
+            stats = self._stats.setdefault(self.key(example), PromptStats())
+            stats.outcomes.append((step, int(right), size))
+            if batch.answers:
+                given = Counter(a for a in batch.answers[batch.offsets[g] : batch.offsets[g + 1]] if a is not None)
+                stats.answers = dict(Counter(stats.answers) + given)
+
+    def answer_counts(self, batch) -> torch.Tensor:
+        """(N,) float: how many completions of each sample's prompt gave the sample's answer, over every
+        update so far; 0 for a sample with no answer, or of a prompt never counted."""
+        counts = []
+        for row, answer in enumerate(batch.answers or [None] * batch.num_samples):
+            stats = self.get(batch.example_of(row))
+            counts.append(0 if answer is None or stats is None else stats.answers.get(answer, 0))
+        return torch.tensor(counts, dtype=torch.float)
 
     def metrics(self) -> dict[str, float]:
         """prompts/...: how many distinct prompts the run has rolled out, and how they fare."""
@@ -103,4 +122,7 @@ class PromptHistory:
         return {key: asdict(stats) for key, stats in self._stats.items()}
 
     def load_state_dict(self, state: dict[str, dict]) -> None:
-        self._stats = {key: PromptStats([tuple(o) for o in stats["outcomes"]]) for key, stats in state.items()}
+        self._stats = {
+            key: PromptStats([tuple(o) for o in stats["outcomes"]], dict(stats.get("answers", {})))
+            for key, stats in state.items()
+        }

@@ -51,10 +51,15 @@ class GroupEstimator:
         its groups (e.g. drops a reward part from some of them) and then normalises as this one does."""
         advantages = torch.zeros(batch.num_samples)
         in_loss = torch.zeros(batch.num_samples, dtype=torch.bool)
+        rewards = self.rewards_of(batch)  # (N,)
         for _, rows in batch.by_size():  # rows (P_k, n_k)
             group_advantages, group_in_loss = self.per_group(rewards[rows])
             advantages[rows], in_loss[rows] = group_advantages, group_in_loss
         return AdvantageOutput(advantages, in_loss)
+
+    def rewards_of(self, batch: RolloutBatch) -> torch.Tensor:
+        """(N,): the rewards the groups are normalised over: the batch's own, unless a subclass shapes them."""
+        return batch.rewards
 
     def per_group(self, rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """rewards (P, n) -> advantages (P, n), in_loss (P, n) bool."""
