@@ -44,14 +44,13 @@ class GroupEstimator:
         self.how, self.eps, self.rescale = cfg.advantage.scale, cfg.advantage.eps, cfg.advantage.rescale_nonzero
 
     def __call__(self, batch: RolloutBatch) -> AdvantageOutput:
-        return self.estimate(batch, batch.rewards)
+        return self.estimate(batch, self.rewards_of(batch))
 
     def estimate(self, batch: RolloutBatch, rewards: torch.Tensor) -> AdvantageOutput:
         """The estimator on `rewards` (N,) in place of the batch's own: for a component that rescores
         its groups (e.g. drops a reward part from some of them) and then normalises as this one does."""
         advantages = torch.zeros(batch.num_samples)
         in_loss = torch.zeros(batch.num_samples, dtype=torch.bool)
-        rewards = self.rewards_of(batch)  # (N,)
         for _, rows in batch.by_size():  # rows (P_k, n_k)
             group_advantages, group_in_loss = self.per_group(rewards[rows])
             advantages[rows], in_loss[rows] = group_advantages, group_in_loss
