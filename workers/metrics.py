@@ -29,3 +29,7 @@ TOKEN_RATIO_OUTSIDE = "policy/token_ratio/outside_0.8_1.2"  # share of loss toke
 # VCPO: what the ESS does to the step
 STEP_SCALE = "policy/step_scale"  # the factor the learning rate of this optimizer step was multiplied by
 OFF_POLICY_BASELINE = "policy/off_policy_baseline"  # mean |b| of the minimum-variance baseline subtracted
+
+# FiberPO: the token clip's gate split into a sequence gate and a token-residual gate
+SEQUENCE_GATED = "policy/sequence_gated"  # share of completions whose length-normalised ratio left its range (gated)
+RESIDUAL_GATED = "policy/residual_gated"  # share of loss tokens whose ratio over their sequence's left its range
