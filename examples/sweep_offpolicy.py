@@ -1,10 +1,11 @@
-"""Off-policy stress: GRPO's token ratio against GSPO, MinPRO and VCPO, 3 seeds each.
+"""Off-policy stress: GRPO's token ratio against GSPO, MinPRO, VCPO and FiberPO, 3 seeds each.
 
 Every variant runs the same schedule, 4 minibatches x 2 passes per batch: 8 optimizer steps per
-batch, of which 7 train on samples an older policy drew (docs/methods/minpro.md, vcpo.md, gspo.md).
+batch, of which 7 train on samples an older policy drew (docs/methods/minpro.md, vcpo.md, gspo.md,
+fiberpo.md).
 The schedule is laid over each preset's own (--set wins), so the objectives alone differ.
 
-    python examples/sweep_offpolicy.py      # 12 runs
+    python examples/sweep_offpolicy.py      # 15 runs
 """
 
 from pathlib import Path
@@ -20,6 +21,7 @@ VARIANTS = {
     "gspo": (["method=gspo", *STRESS], metrics.CLIP_RATIO_HIGH),
     "minpro": (["method=minpro", *STRESS], metrics.PREFIX_MIN_BELOW_TOKEN),
     "vcpo": (["method=vcpo", *STRESS], metrics.STEP_SCALE),
+    "fiberpo": (["method=fiberpo", *STRESS], metrics.SEQUENCE_GATED),
 }
 DIAGNOSTICS = [
     metrics.ESS,
@@ -28,6 +30,7 @@ DIAGNOSTICS = [
     metrics.TOKEN_RATIO_OUTSIDE,
     metrics.CLIP_RATIO_LOW,
     metrics.CLIP_RATIO_HIGH,
+    metrics.RESIDUAL_GATED,
 ]
 
 if __name__ == "__main__":

@@ -515,6 +515,14 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
         # that each group's baseline sees all of its samples.
         {"objective": {"name": "variance-controlled"}, "schedule": {"updates_per_batch": 2}},
     ),
+    "fiberpo": (
+        "GRPO's token clip gated at two levels, on each completion's length-normalised ratio (GSPO's narrow range) "
+        "and on each token's ratio over it (PPO's range), with each batch in 4 minibatch updates (FiberPO).",
+        # "Fibration Policy Optimization" (abstract): ratio gating decomposed into a base-level gate on trajectory
+        # aggregates and a fiber-level gate on per-token residuals, reducing to the plain objective on-policy. The
+        # gates act only off-policy; the abstract fixes no schedule, so 4 minibatch updates is the card's choice.
+        {"objective": {"name": "fiber-gate"}, "schedule": {"minibatches": 4}},
+    ),
     "gdpo": (
         "Correctness, format and length rewards each normalised within the group on its own, then weighted, "
         "summed and normalised over the batch, so distinct reward combinations keep distinct advantages (GDPO).",

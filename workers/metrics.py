@@ -105,3 +105,6 @@ OUTCOME_BONUS_MEAN = "pipeline/advantage/outcome_bonus_mean"  # mean over sample
 OUTCOME_HISTORY_BONUS_MEAN = "pipeline/advantage/outcome_history_bonus_mean"  # mean historical (UCB) bonus
 OUTCOME_BATCH_PENALTY_MEAN = "pipeline/advantage/outcome_batch_penalty_mean"  # mean within-group repeat penalty
 DISTINCT_ANSWERS = "pipeline/advantage/distinct_answers"  # distinct answers given per group, mean over groups
+# FiberPO: the token clip's gate split into a sequence gate and a token-residual gate
+SEQUENCE_GATED = "policy/sequence_gated"  # share of completions whose length-normalised ratio left its range (gated)
+RESIDUAL_GATED = "policy/residual_gated"  # share of loss tokens whose ratio over their sequence's left its range

@@ -67,8 +67,10 @@ class TokenClip:
     DAPO's clip-higher (Yu et al. 2025, sec. 3.1) is clip_high > clip_low.
     Shapes: logprobs (B, T), advantages (B,) or (B, T). Knobs: objective.clip_low, clip_high, aggregation.
 
-    Two seams for the off-policy corrections built on it (offpolicy.py): `ratio` (the rho_t the
-    surrogate clips) and `weights` (a constant per-token factor of the surrogate, and its stats).
+    Three seams for the off-policy corrections built on it (offpolicy.py, fiberpo.py): `ratio` (the
+    rho_t the surrogate clips), `clipped` (its counterpart in the min: where the min picks it, the
+    token's gradient is gated) and `weights` (a constant per-token factor of the surrogate, and its
+    stats). The clip shares are read off `clipped`, so they count whatever gate a subclass builds.
     """
 
     Knobs = ObjectiveKnobs
@@ -80,6 +82,10 @@ class TokenClip:
         """(B, T) rho_t = pi(o_t) / pi_old(o_t), differentiable."""
         return torch.exp(x.logprobs - x.old_logprobs)
 
+    def clipped(self, x: LossInputs, ratio: torch.Tensor) -> torch.Tensor:
+        """(B, T) the other side of the surrogate's min: clip(rho_t, 1 - clip_low, 1 + clip_high)."""
+        return ratio.clamp(1 - self.low, 1 + self.high)
+
     def weights(self, x: LossInputs) -> tuple[torch.Tensor | None, dict[str, float]]:
         """(B, T) a factor of each token's surrogate, no gradient (None: 1); and what it did."""
         return None, {}
@@ -88,15 +94,15 @@ class TokenClip:
         ratio = self.ratio(x)  # (B, T)
         advantage = token_advantages(x)  # (B, 1) or (B, T)
         unclipped = ratio * advantage
-        clipped = ratio.clamp(1 - self.low, 1 + self.high) * advantage
-        surrogate = -torch.minimum(unclipped, clipped)  # (B, T)
+        bound = self.clipped(x, ratio)  # (B, T)
+        surrogate = -torch.minimum(unclipped, bound * advantage)  # (B, T)
         weight, weight_stats = self.weights(x)
         if weight is not None:
             surrogate = surrogate * weight
         loss = x.aggregate(surrogate)
-        with torch.no_grad():
-            low = ((ratio < 1 - self.low) & (advantage < 0)).float()
-            high = ((ratio > 1 + self.high) & (advantage > 0)).float()
+        with torch.no_grad():  # the min picks the clipped side: below for A < 0, above for A > 0
+            low = ((bound > ratio) & (advantage < 0)).float()
+            high = ((bound < ratio) & (advantage > 0)).float()
             stats = {
                 metrics.CLIP_RATIO_LOW: masked_mean(low, x.mask),
                 metrics.CLIP_RATIO_HIGH: masked_mean(high, x.mask),
