@@ -89,9 +89,15 @@ PROMPTS_FRAC_SOLVED = "prompts/frac_solved"
 PROMPTS_FRAC_UNSOLVED = "prompts/frac_unsolved"
 
 
+# namespaces, for code that maps or matches names by their first part (rolloutlab.integrations.trl)
+REWARD_PREFIX = "reward/"
+COMPLETIONS_PREFIX = "completions/"
+EVAL_PREFIX = "eval/"
+
+
 def reward_part(function: str) -> str:
     """reward/<function>/mean: the mean of one reward function of reward.weights over a step's completions."""
-    return f"reward/{function}/mean"
+    return f"{REWARD_PREFIX}{function}/mean"
 
 
 # advantage components that treat one reward function apart (workers/pipeline/advantage/grpo_lambda.py, drpo.py)

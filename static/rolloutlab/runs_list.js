@@ -24,8 +24,7 @@
       state.textContent = run.state;
       state.className = "state state-" + run.state;
       row.querySelector('[data-field="step"]').textContent = `${run.step}/${run.total_steps}`;
-      row.querySelector('[data-field="pass1"]').textContent = fmt(run.summary["eval/pass@1"]);
-      row.querySelector('[data-field="reward"]').textContent = fmt(run.summary["reward/mean"]);
+      for (const cell of row.querySelectorAll("[data-metric]")) cell.textContent = fmt(run.summary[cell.dataset.metric]);
     }
   }
   setInterval(refresh, 3000);

@@ -19,6 +19,7 @@ from rolloutlab.metrics.realtime import notify
 from rolloutlab.runs import services as runs
 from rolloutlab.runs.models import FINAL_STATES, Artifact, Project, Run, Sample, State, Transition
 from workers import bundle as bundles
+from workers import metrics as metric
 from workers.audit import compare_streams, diff_records
 from workers.bundle import Bundle, BundleError, Limits, public_key_text, read_bundle, trusted, write_bundle
 from workers.config import RunConfig
@@ -173,4 +174,4 @@ def store_metrics(run: Run, bundle: Bundle) -> None:
     for point in sorted(points, key=lambda p: p["step"]):
         summary[point["metric"]] = point["value"]
     last = max((p["step"] for p in points), default=0)
-    Run.objects.filter(id=run.id).update(summary=summary, step=last, train_seconds=summary.get("counters/wall_s", 0.0))
+    Run.objects.filter(id=run.id).update(summary=summary, step=last, train_seconds=summary.get(metric.WALL_S, 0.0))

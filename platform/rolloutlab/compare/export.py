@@ -17,6 +17,7 @@ from rolloutlab.compare.permalink import View
 from rolloutlab.compare.service import group_runs
 from rolloutlab.metrics.models import MetricKey, MetricPoint
 from rolloutlab.runs.models import Run
+from workers import metrics as metric
 
 COLUMNS = ["run", "run_name", "group", "metric", "step", "value", "rollout_tokens", "wall_s"]
 
@@ -29,7 +30,7 @@ def rows(view: View, runs: list[Run]):
     label = {r.id: g for g, members in group_runs(runs, view.group).items() for r in members}
     names = {r.id: r.name for r in runs}
     keys = dict(MetricKey.objects.filter(name__in=view.metrics).values_list("id", "name"))
-    counters = dict(MetricKey.objects.filter(name__in=["counters/rollout_tokens", "counters/wall_s"])
+    counters = dict(MetricKey.objects.filter(name__in=[metric.ROLLOUT_TOKENS, metric.WALL_S])
                     .values_list("name", "id"))  # fmt: skip
     if not keys:
         return
@@ -41,7 +42,7 @@ def rows(view: View, runs: list[Run]):
         f"LEFT JOIN {table} s ON s.run_id = p.run_id AND s.step = p.step AND s.key_id = %s "
         f"WHERE p.run_id IN ({run_list}) AND p.key_id IN ({key_list}) ORDER BY p.run_id, p.key_id, p.step"
     )
-    params = [counters.get("counters/rollout_tokens", -1), counters.get("counters/wall_s", -1),
+    params = [counters.get(metric.ROLLOUT_TOKENS, -1), counters.get(metric.WALL_S, -1),
               *[r.id for r in runs], *keys]  # fmt: skip
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

@@ -13,8 +13,10 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
-X_AXES = {"step": None, "tokens": "counters/rollout_tokens", "seconds": "counters/wall_s"}
-DEFAULT_METRICS = ["eval/pass@1", "reward/mean"]
+from workers import metrics as metric
+
+X_AXES = {"step": None, "tokens": metric.ROLLOUT_TOKENS, "seconds": metric.WALL_S}
+DEFAULT_METRICS = [metric.PASS_AT_1, metric.REWARD_MEAN]
 MAX_RUNS, MAX_METRICS = 200, 12
 _METRIC = re.compile(r"[A-Za-z][\w@./-]{0,199}")
 _GROUP = re.compile(r"method|task|seed|name|[a-z_]{1,40}\.[a-z_]{1,40}(\.[a-z_]{1,40})?")

@@ -21,6 +21,7 @@ from rolloutlab.compare import stats
 from rolloutlab.compare.permalink import X_AXES, BadView, View
 from rolloutlab.metrics.series import first_reaching, read_many, values_at
 from rolloutlab.runs.models import Run, State
+from workers import metrics  # not `as metric`: the functions here name a metric `metric`
 
 GRID_POINTS = 200
 SEED_POINTS = 100  # per individual-seed curve: keeps 50 runs x 10 metrics under 2 MB
@@ -175,8 +176,8 @@ def time_to_target(view: View, groups: dict[str, list[Run]]) -> dict[str, dict]:
     run_ids = [r.id for runs in groups.values() for r in runs]
     first = first_reaching(run_ids, metric, view.target)
     pairs = [(run_id, step) for run_id, step in first.items()]
-    tokens = values_at(pairs, "counters/rollout_tokens")
-    seconds = values_at(pairs, "counters/wall_s")
+    tokens = values_at(pairs, metrics.ROLLOUT_TOKENS)
+    seconds = values_at(pairs, metrics.WALL_S)
     out = {}
     for label, runs in groups.items():
         reached = [r.id for r in runs if r.id in first]

@@ -21,6 +21,7 @@ from rolloutlab.compare.sweeps import SweepError, launch_sweep, parse_sweep
 from rolloutlab.inputs import Strict, UserInputError, page_inputs, text
 from rolloutlab.runs.forms import LaunchQuery, form_sections, launch_defaults
 from rolloutlab.runs.models import State
+from rolloutlab.runs.presenters import ROW_METRICS
 from workers.config import METHODS
 
 
@@ -94,5 +95,5 @@ def experiment(request, experiment_id: int):
     exp = get_experiment_for_user(request.user, experiment_id)
     runs = list(exp.runs.order_by("id"))
     counts = {state: sum(r.state == state for r in runs) for state in State}
-    context = {"experiment": exp, "runs": runs, "counts": counts, "compare": f"experiment={exp.id}"}
+    context = {"experiment": exp, "runs": runs, "counts": counts, "compare": f"experiment={exp.id}", **ROW_METRICS}
     return render(request, "compare/experiment.html", context)

@@ -30,34 +30,35 @@ from typing import Any
 from transformers import TrainerCallback
 
 from rolloutlab import client
+from workers import metrics as metric
 
 logger = logging.getLogger(__name__)
 
 # TRL's log keys -> Rollout Lab's metric names (docs: DESIGN.md, "Metric names")
 TRL_NAMES = {
-    "loss": "policy/loss",
-    "entropy": "policy/entropy",
-    "kl": "policy/kl_ref",
-    "clip_ratio/low_mean": "policy/clip_ratio/low",
-    "clip_ratio/high_mean": "policy/clip_ratio/high",
-    "grad_norm": "optim/grad_norm",
-    "learning_rate": "optim/lr",
-    "reward": "reward/mean",
-    "reward_std": "reward/std",
-    "frac_reward_zero_std": "groups/frac_zero_std",
-    "step_time": "timing/step_s",
+    "loss": metric.LOSS,
+    "entropy": metric.ENTROPY,
+    "kl": metric.KL_REF,
+    "clip_ratio/low_mean": metric.CLIP_RATIO_LOW,
+    "clip_ratio/high_mean": metric.CLIP_RATIO_HIGH,
+    "grad_norm": metric.GRAD_NORM,
+    "learning_rate": metric.LR,
+    "reward": metric.REWARD_MEAN,
+    "reward_std": metric.REWARD_STD,
+    "frac_reward_zero_std": metric.FRAC_ZERO_STD,
+    "step_time": metric.STEP_S,
 }
-SHARED_PREFIXES = ("completions/",)  # TRL's names there are ours already
+SHARED_PREFIXES = (metric.COMPLETIONS_PREFIX,)  # TRL's names there are ours already
 
 
 def metric_name(key: str) -> str:
     """Rollout Lab's name for one of TRL's log keys; evaluation keys (eval_*) go under eval/."""
     if key.startswith("eval_"):
-        return "eval/" + metric_name(key.removeprefix("eval_"))
+        return metric.EVAL_PREFIX + metric_name(key.removeprefix("eval_"))
     if key in TRL_NAMES:
         return TRL_NAMES[key]
     if key.startswith("rewards/"):
-        return "reward/" + key.removeprefix("rewards/")
+        return metric.REWARD_PREFIX + key.removeprefix("rewards/")
     return safe_name(key if key.startswith(SHARED_PREFIXES) else f"trl/{key}")
 
 

@@ -25,6 +25,7 @@ from rolloutlab.metrics.realtime import publish_points
 from rolloutlab.runs.lifecycle import run_ended, transition
 from rolloutlab.runs.models import Kind, Run, Sample, State, Transition
 from rolloutlab.wire import ExternalRunIn, FinishIn, Point, SampleIn
+from workers import metrics as metric
 
 FINISHED = {"finished": State.SUCCEEDED, "failed": State.FAILED, "cancelled": State.CANCELLED}
 
@@ -85,7 +86,7 @@ def record_points(run: Run, points: list[Point]) -> int:
         if names:
             locked.step = max(locked.step, *steps)
             locked.summary = {**locked.summary, **latest_values(run.id, set(names))}
-            locked.train_seconds = locked.summary.get("counters/wall_s", locked.train_seconds)
+            locked.train_seconds = locked.summary.get(metric.WALL_S, locked.train_seconds)
         locked.save(update_fields=["heartbeat_at", "step", "summary", "train_seconds"])
     if names:  # committed: now they may be announced
         publish_points(run.id, names, steps, values, {"step": locked.step, "train_seconds": locked.train_seconds})

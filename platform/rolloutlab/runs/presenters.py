@@ -10,9 +10,12 @@ from rolloutlab.accounts.models import ShareLink
 from rolloutlab.accounts.sharing import url_token
 from rolloutlab.metrics.series import run_keys
 from rolloutlab.runs.models import Kind, Run
+from workers import metrics as metric
 from workers.config import RunConfig
 
-DEFAULT_CHARTS = ["reward/mean", "eval/pass@1", "policy/loss", "throughput/rollout_tokens_per_s"]
+DEFAULT_CHARTS = [metric.REWARD_MEAN, metric.PASS_AT_1, metric.LOSS, metric.ROLLOUT_TOKENS_PER_S]
+# the two metric columns of a runs table (runs list, experiment), for its template and runs_list.js (data-metric)
+ROW_METRICS = {"pass1_metric": metric.PASS_AT_1, "reward_metric": metric.REWARD_MEAN}
 
 
 def run_page_context(run: Run) -> dict:

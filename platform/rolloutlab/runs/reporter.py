@@ -30,6 +30,7 @@ from rolloutlab.metrics.ingest import write_columns
 from rolloutlab.metrics.realtime import notify, publish_points
 from rolloutlab.runs import lifecycle
 from rolloutlab.runs.models import Artifact, LogLine, Run, Sample, State
+from workers import metrics as metric
 from workers.reporting import sha256_tree
 
 STOP_CHECK_INTERVAL_S = 0.5
@@ -174,7 +175,7 @@ class PlatformReporter:
             # in report order, so the latest value wins; JSON (the jsonb summary) has no NaN or infinity
             self.summary.update(zip(names, map(finite.to_json, values)))
             last_step = max(steps)
-            train_seconds = self.summary.get("counters/wall_s") or 0.0
+            train_seconds = self.summary.get(metric.WALL_S) or 0.0
 
             def write(attempt: int) -> None:
                 write_columns(self.run_id, names, steps, values, walls, skip_stored=attempt > 0)

@@ -32,8 +32,9 @@ from rolloutlab.runs.forms import (
     schedule_warnings,
 )
 from rolloutlab.runs.models import Run, State, Tag
-from rolloutlab.runs.presenters import live_share_links, run_page_context
+from rolloutlab.runs.presenters import ROW_METRICS, live_share_links, run_page_context
 from rolloutlab.runs.queries import RunFilters, filtered_runs
+from workers import metrics as metric
 from workers.config import METHODS
 from workers.errors import ConfigError
 
@@ -52,7 +53,8 @@ def run_list(request, query: RunFilters):
         "methods": sorted(METHODS),
         "states": [s.value for s in State],
         "tags": Tag.objects.filter(runs__in=visible_runs(request.user)).values_list("name", flat=True).distinct(),
-        "sort_metrics": metrics or ["eval/pass@1", "reward/mean"],
+        "sort_metrics": metrics or [metric.PASS_AT_1, metric.REWARD_MEAN],
+        **ROW_METRICS,
     }
     return render(request, "runs/list.html", context)
 

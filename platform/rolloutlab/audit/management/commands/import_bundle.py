@@ -5,6 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from rolloutlab.accounts.access import project_for_launch
 from rolloutlab.audit.services import import_bundle
+from workers import metrics as metric
 from workers.bundle import BundleError
 
 
@@ -24,4 +25,5 @@ class Command(BaseCommand):
             run = import_bundle(bundle, owner, project_for_launch(owner, project))
         except BundleError as exc:
             raise CommandError(str(exc)) from None
-        self.stdout.write(f"imported run #{run.id}: {run.name} ({run.summary.get('eval/pass@1', '—')} eval/pass@1)")
+        pass1 = run.summary.get(metric.PASS_AT_1, "—")
+        self.stdout.write(f"imported run #{run.id}: {run.name} ({pass1} {metric.PASS_AT_1})")
