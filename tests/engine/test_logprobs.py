@@ -91,7 +91,7 @@ def gspo_first_step(old_logprobs, dtype="float32"):
         model={"dtype": dtype},
         objective={"old_logprobs": old_logprobs},
         rollout={"prompts_per_step": 8},
-        schedule={"steps": 1},
+        schedule={"steps": 1, "minibatches": 1},  # the first update alone: gspo's preset brings 4
     )
     trainer = Trainer(cfg, MemoryReporter())
     trainer.backend = SkewedSampler(trainer.backend)
