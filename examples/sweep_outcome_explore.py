@@ -16,6 +16,8 @@ OBSERVABLE = "pipeline/advantage/distinct_answers"
 VARIANTS = {
     "grpo": (["method=grpo"], OBSERVABLE),
     "outcome-explore": (["method=outcome-explore"], OBSERVABLE),
+    # without the std division, a bonus stays its own size in a group whose correctness does not vary
+    "outcome-explore (scale none)": (["method=outcome-explore", "advantage.scale=none"], OBSERVABLE),
 }
 
 if __name__ == "__main__":
