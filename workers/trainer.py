@@ -336,7 +336,9 @@ class Trainer:
             for name, (_, fn) in self.rewards.items():
                 parts[name].append(fn(example, completion))
             correct.append(self.task.is_correct(example, text))
-            answers.append(self.task.answer_key(example, text))
+            # a completion cut off by max_new_tokens has committed to no answer: "12345678" cut at 8 tokens
+            # parses as a number, and counting it would pay exploration bonuses for ever-new truncated strings
+            answers.append(None if completion.truncated else self.task.answer_key(example, text))
         batch.reward_parts = {name: torch.tensor(values) for name, values in parts.items()}
         batch.rewards = sum(weight * batch.reward_parts[name] for name, (weight, _) in self.rewards.items())
         batch.correct = torch.tensor(correct)

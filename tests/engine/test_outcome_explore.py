@@ -13,6 +13,7 @@ from workers.config import resolve
 from workers.pipeline.advantage import ADVANTAGES
 from workers.pipeline.history import PromptHistory
 from workers.reporting import MemoryReporter
+from workers.tasks import Example
 from workers.trainer import Trainer
 
 
@@ -130,3 +131,14 @@ def test_a_tiny_run_writes_the_bonus_metrics_and_checkpoints_the_answer_counts(t
     restored = PromptHistory()
     restored.load_state_dict(saved)
     assert restored.state_dict() == state
+
+
+def test_a_completion_cut_off_by_the_length_limit_commits_to_no_answer():
+    """A truncated digit string parses as a number; it must not count as a new answer (it would earn bonuses)."""
+    trainer = Trainer(small_config(method="outcome-explore", schedule={"steps": 1}), MemoryReporter())
+    batch = scored([2])
+    batch.examples = [Example("1+2=", "3")]
+    batch.texts = ["3", "33333333"]
+    batch.truncated = torch.tensor([False, True])
+    trainer.score(batch)
+    assert batch.answers == ["3", None] and batch.correct.tolist() == [True, False]

@@ -43,7 +43,8 @@ class RolloutBatch:
     rewards: torch.Tensor | None = None  # (N,) weighted sum
     reward_parts: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> (N,)
     correct: torch.Tensor | None = None  # (N,) bool
-    # N: the answer each completion commits to, the task's answer_key (None: it gives none); filled when scored
+    # N: the answer each completion commits to, the task's answer_key (None: it gives none, or was cut off by
+    # max_new_tokens); filled when scored
     answers: list[str | None] = field(default_factory=list)
     advantages: torch.Tensor | None = None  # (N,) per sample, or (N, T) per token
     in_loss: torch.Tensor | None = None  # (N,) bool: may carry gradient (set by the filter, narrowed by the advantage)
