@@ -17,10 +17,11 @@ the same, and the code the pin was written from gave bit for bit what today's gi
 values are compared to a relative 1e-2 (absolute 1e-5 near 0): above the processors' rounding,
 below what a changed seam moves (a different sample, reward or advantage changes whole percents).
 "On-policy" is one pass of one minibatch whatever the preset's own schedule, so a preset that
-brings its paper's schedule (dapo, gspo, dr-grpo) is still pinned on-policy. The child also gets an empty model cache of its own:
-the tiny model's warm-started weights, cached earlier in the run by a test process on the
-AVX-512 kernels, would otherwise leak into the pin (CI saw exactly that: step 1's gradient norm
-2.70999 against the pinned 2.71004, reproduced here by sharing the cache).
+brings its paper's schedule (dapo, gspo, dr-grpo) is still pinned on-policy. The child also gets
+an empty model cache of its own: the tiny model's warm-started weights, cached earlier in the
+run by a test process on the AVX-512 kernels, would otherwise leak into the pin (CI saw exactly
+that: step 1's gradient norm 2.70999 against the pinned 2.71004, reproduced here by sharing the
+cache).
 """
 
 from __future__ import annotations
