@@ -40,7 +40,7 @@ def test_a_never_seen_answer_gets_the_largest_historical_bonus_and_it_shrinks_as
     counts = [1, 4, 9, 100, 2, 0]  # 0: an answer the history never counted (clamped to 1)
     batch = answered([6], ["7", "8", "9", "10", "11", None], counts, rewards=[0, 0, 0, 0, 0, 0])
     component = explorer(history_bonus=0.3, batch_penalty=0.0)
-    shaped = component.rewards_of(batch)
+    shaped, _ = component.shaped_rewards(batch)
     expected = [0.3 / math.sqrt(n) for n in (1, 4, 9, 100, 2)] + [0.0]  # no answer: no bonus
     torch.testing.assert_close(shaped, torch.tensor(expected))
     assert float(shaped[0]) == max(shaped.tolist())  # given once, never before: N = 1, the largest bonus
@@ -54,7 +54,7 @@ def test_answers_repeated_within_a_group_are_penalised_in_proportion_to_their_re
     answers = ["3", "3", "4", "3", None, None, "5", "6", "5"]
     batch = answered([6, 3], answers, [5] * 9, rewards=[1, 1, 0, 1, 0, 0, 1, 0, 1])
     out = explorer(history_bonus=0.0, batch_penalty=0.5)
-    shaped = out.rewards_of(batch)
+    shaped, _ = out.shaped_rewards(batch)
     repeats = [3, 3, 1, 3, 2, 2, 2, 1, 2]
     sizes = [6] * 6 + [3] * 3
     penalty = [0.5 * (m - 1) / (n - 1) for m, n in zip(repeats, sizes)]
@@ -82,9 +82,9 @@ def test_with_both_coefficients_zero_it_is_grpo_on_a_ragged_batch():
 
 def test_apply_to_incorrect_leaves_right_answers_unshaped_and_a_batch_without_counts_is_refused():
     batch = answered([4], ["2", "2", "3", "4"], [10, 10, 1, 1], rewards=[1, 1, 0, 0])
-    shaped = explorer(history_bonus=0.2, batch_penalty=0.2, apply_to="incorrect").rewards_of(batch)
+    shaped, _ = explorer(history_bonus=0.2, batch_penalty=0.2, apply_to="incorrect").shaped_rewards(batch)
     torch.testing.assert_close(shaped, torch.tensor([1.0, 1.0, 0.2, 0.2]))
-    everyone = explorer(history_bonus=0.2, batch_penalty=0.2).rewards_of(batch)
+    everyone, _ = explorer(history_bonus=0.2, batch_penalty=0.2).shaped_rewards(batch)
     right = 1 + 0.2 / math.sqrt(10) - 0.2 / 3
     torch.testing.assert_close(everyone, torch.tensor([right, right, 0.2, 0.2]))
     batch.answer_counts = None
@@ -106,7 +106,7 @@ def test_answer_counts_persist_across_steps_and_through_a_state_dict():
     restored.load_state_dict(json.loads(json.dumps(history.state_dict())))
     assert restored.state_dict() == history.state_dict()
     torch.testing.assert_close(restored.answer_counts(again), torch.tensor([3.0, 2.0, 2.0]))
-    bonuses = explorer(history_bonus=1.0, batch_penalty=0.0).rewards_of(
+    bonuses, _ = explorer(history_bonus=1.0, batch_penalty=0.0).shaped_rewards(
         answered([3], again.answers, restored.answer_counts(again).tolist(), [0, 0, 0])
     )
     torch.testing.assert_close(bonuses, torch.tensor([1 / math.sqrt(3), 1 / math.sqrt(2), 1 / math.sqrt(2)]))

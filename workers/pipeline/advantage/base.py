@@ -44,7 +44,7 @@ class GroupEstimator:
         self.how, self.eps, self.rescale = cfg.advantage.scale, cfg.advantage.eps, cfg.advantage.rescale_nonzero
 
     def __call__(self, batch: RolloutBatch) -> AdvantageOutput:
-        return self.estimate(batch, self.rewards_of(batch))
+        return self.estimate(batch, batch.rewards)
 
     def estimate(self, batch: RolloutBatch, rewards: torch.Tensor) -> AdvantageOutput:
         """The estimator on `rewards` (N,) in place of the batch's own: for a component that rescores
@@ -55,10 +55,6 @@ class GroupEstimator:
             group_advantages, group_in_loss = self.per_group(rewards[rows])
             advantages[rows], in_loss[rows] = group_advantages, group_in_loss
         return AdvantageOutput(advantages, in_loss)
-
-    def rewards_of(self, batch: RolloutBatch) -> torch.Tensor:
-        """(N,): the rewards the groups are normalised over: the batch's own, unless a subclass shapes them."""
-        return batch.rewards
 
     def per_group(self, rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """rewards (P, n) -> advantages (P, n), in_loss (P, n) bool."""

@@ -73,9 +73,9 @@ class OutcomeExploration(GroupMean):
         super().__init__(cfg)
         knobs = cfg.advantage
         self.history_coef, self.batch_coef, self.apply_to = knobs.history_bonus, knobs.batch_penalty, knobs.apply_to
-        self.stats: dict[str, float] = {}
 
-    def rewards_of(self, batch: RolloutBatch) -> torch.Tensor:
+    def shaped_rewards(self, batch: RolloutBatch) -> tuple[torch.Tensor, dict[str, float]]:
+        """(N,) the rewards plus the bonuses, and the bonuses' statistics."""
         if batch.answer_counts is None or len(batch.answers) != batch.num_samples:
             raise ValueError(
                 "outcome-explore needs the batch's answers and answer_counts; the trainer fills them for "
@@ -91,14 +91,15 @@ class OutcomeExploration(GroupMean):
             len({a for a in batch.answers[batch.offsets[g] : batch.offsets[g + 1]] if a is not None})
             for g in range(batch.num_groups)
         ]
-        self.stats = {
+        stats = {
             metrics.OUTCOME_BONUS_MEAN: float(net.mean()),
             metrics.OUTCOME_HISTORY_BONUS_MEAN: float(bonus[shaped].mean()) if shaped.any() else 0.0,
             metrics.OUTCOME_BATCH_PENALTY_MEAN: float(penalty[shaped].mean()) if shaped.any() else 0.0,
             metrics.DISTINCT_ANSWERS: sum(distinct) / max(len(distinct), 1),
         }
-        return batch.rewards.float().cpu() + net
+        return batch.rewards.float().cpu() + net, stats
 
     def __call__(self, batch: RolloutBatch) -> AdvantageOutput:
-        out = super().__call__(batch)  # GRPO over rewards_of(batch), every group size
-        return AdvantageOutput(out.advantages, out.in_loss, dict(self.stats))
+        rewards, stats = self.shaped_rewards(batch)
+        out = self.estimate(batch, rewards)  # GRPO over the shaped rewards, every group size
+        return AdvantageOutput(out.advantages, out.in_loss, stats)
