@@ -61,29 +61,48 @@ class ModelConfig(Section):
 
 
 class TaskConfig(Section):
-    name: Literal["arith", "countdown", "jsonl", "parquet"] = Field(
+    name: Literal["arith", "chain", "countdown", "jsonl", "parquet"] = Field(
         "arith",
-        description="arith: integer expressions; countdown: reach a target from given numbers; "
+        description="arith: integer expressions, answered with the result; chain: the same expressions, "
+        "worked one operation at a time (3+4-2=7-2=5), so completions grow with the expression; "
+        "countdown: reach a target from given numbers; "
         "jsonl/parquet: question/answer files with GSM8K '#### 42' or \\boxed{42} answers.",
     )
-    digits: int = Field(1, ge=1, le=6, description="arith/countdown: the most digits an operand may have.")
-    operands: int = Field(3, ge=2, le=6, description="arith: operands per expression; countdown: numbers given.")
-    operators: str = Field("+-", description="arith/countdown: the operators that may appear, from '+-*'.")
+    digits: int = Field(1, ge=1, le=6, description="arith/chain/countdown: the most digits an operand may have.")
+    operands: int = Field(
+        3, ge=2, le=8, description="arith/chain: the most operands per expression; countdown: numbers given."
+    )
+    min_operands: int | None = Field(
+        None,
+        ge=2,
+        le=8,
+        description="arith/chain: the fewest operands per expression; unset, every expression has "
+        "task.operands. With it set, lengths vary from problem to problem (see length_tail).",
+    )
+    length_tail: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="arith/chain with min_operands: P(k operands) is proportional to length_tail^(k - min_operands); "
+        "1 draws every count equally often, 0.5 halves the share at each extra operand: a long tail of long "
+        "problems (and, for chain, of long completions).",
+    )
+    operators: str = Field("+-", description="arith/chain/countdown: the operators that may appear, from '+-*'.")
     warmup_digits: int = Field(
         1,
         ge=1,
         le=6,
-        description="arith/countdown: the easier slice the tiny model is warm-started on draws operands "
+        description="arith/chain/countdown: the easier slice the tiny model is warm-started on draws operands "
         "of at most this many digits; a share of full-difficulty problems is mixed in.",
     )
     warmup_operands: int = Field(
-        2, ge=2, le=6, description="arith/countdown: operands (numbers) per problem in the easier slice."
+        2, ge=2, le=8, description="arith/chain/countdown: operands (numbers) per problem in the easier slice."
     )
     warmup_full_share: float = Field(
         0.5,
         ge=0,
         le=1,
-        description="arith/countdown: share of full-difficulty problems in the warm-start data.",
+        description="arith/chain/countdown: share of full-difficulty problems in the warm-start data.",
     )
     path: str | None = Field(None, description="jsonl/parquet: the training file.")
     eval_path: str | None = Field(
@@ -102,6 +121,16 @@ class TaskConfig(Section):
     def _file_tasks_need_a_path(self) -> TaskConfig:
         if self.name in ("jsonl", "parquet") and not self.path:
             raise ValueError(f"task '{self.name}' needs task.path, the dataset file")
+        return self
+
+    @model_validator(mode="after")
+    def _operand_range(self) -> TaskConfig:
+        if self.min_operands is None:
+            return self
+        if self.name not in ("arith", "chain"):
+            raise ValueError(f"task.min_operands: task '{self.name}' has a fixed size; only arith and chain vary it")
+        if self.min_operands > self.operands:
+            raise ValueError(f"task.min_operands ({self.min_operands}) is above task.operands ({self.operands})")
         return self
 
 

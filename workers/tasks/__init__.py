@@ -103,7 +103,7 @@ def held_out_size(eval_size: int, space: int) -> int:
 
 def load_task_class(name: str) -> type:
     # import for registration: each module adds its task to TASKS
-    from workers.tasks import arith, countdown, qa_files  # noqa: F401
+    from workers.tasks import arith, chain, countdown, qa_files  # noqa: F401
 
     return TASKS.get(name)
 

@@ -1,7 +1,8 @@
 """`arith`: integer expressions such as `47-8*3=`; the completion is the exact result.
 
 Difficulty knobs: `task.digits` (most digits per operand), `task.operands` and
-`task.operators`. The held-out split is drawn from a fixed seed so every run of
+`task.operators`; `task.min_operands` and `task.length_tail` make the operand count vary
+from problem to problem (a long tail of long problems). The held-out split is drawn from a fixed seed so every run of
 a config evaluates on the same problems, and training never samples them.
 """
 
@@ -26,6 +27,7 @@ class ArithTask:
 
     def __init__(self, cfg):
         self.digits, self.operands, self.operators = cfg.task.digits, cfg.task.operands, cfg.task.operators
+        self.counts, self.count_weights = operand_counts(cfg.task)
         self.warmup_digits = min(cfg.task.warmup_digits, self.digits)
         self.warmup_operands = min(cfg.task.warmup_operands, self.operands)
         self.warmup_full_share = cfg.task.warmup_full_share
@@ -37,10 +39,16 @@ class ArithTask:
     @staticmethod
     def problem_space(task_cfg) -> int:
         """Distinct prompts: operand values x operator choices (an expression's order matters here)."""
-        return (10**task_cfg.digits) ** task_cfg.operands * len(task_cfg.operators) ** (task_cfg.operands - 1)
+        values, choices = 10**task_cfg.digits, len(task_cfg.operators)
+        return sum(values**k * choices ** (k - 1) for k in operand_counts(task_cfg)[0])
+
+    def draw_count(self, rng: np.random.Generator) -> int:
+        if len(self.counts) == 1:  # a fixed size draws nothing, so fixed-size streams stay as they were
+            return self.counts[0]
+        return int(rng.choice(self.counts, p=self.count_weights))
 
     def draw(self, rng: np.random.Generator, digits: int, count: int | None = None) -> Example:
-        count = count or self.operands
+        count = count or self.draw_count(rng)
         operands = [int(rng.integers(0, 10**digits)) for _ in range(count)]
         ops = [self.operators[int(rng.integers(len(self.operators)))] for _ in range(count - 1)]
         text = str(operands[0]) + "".join(op + str(x) for op, x in zip(ops, operands[1:]))
@@ -53,7 +61,8 @@ class ArithTask:
                 return example
 
     def train_batch(self, n: int, rng: np.random.Generator) -> list[Example]:
-        return [self._draw_training(rng, self.digits) for _ in range(n)]
+        # the count is drawn before the rejection loop, so held-out problems do not skew the counts
+        return [self._draw_training(rng, self.digits, self.draw_count(rng)) for _ in range(n)]
 
     def eval_examples(self) -> list[Example]:
         return list(self._eval)
@@ -62,11 +71,15 @@ class ArithTask:
         pairs = []
         for _ in range(n):
             if rng.random() < self.warmup_full_share:
-                example = self._draw_training(rng, self.digits)
+                example = self._draw_training(rng, self.digits, self.draw_count(rng))
             else:
                 example = self._draw_training(rng, self.warmup_digits, self.warmup_operands)
-            pairs.append((example.prompt, example.answer))
+            pairs.append((example.prompt, self.target(example)))
         return pairs
+
+    def target(self, example: Example) -> str:
+        """The completion the warm-start teaches: here the bare result."""
+        return example.answer
 
     def answer_key(self, example: Example, completion: str) -> str | None:
         text = completion.strip()
@@ -79,8 +92,18 @@ class ArithTask:
         return self.answer_key(example, completion) is not None
 
     def fingerprint(self) -> str:
-        knobs = f"arith digits={self.digits} operands={self.operands} operators={self.operators}"
+        knobs = f"{self.name} digits={self.digits} operands={self.operands} operators={self.operators}"
+        if len(self.counts) > 1:
+            knobs += f" counts={self.counts} weights={[round(w, 12) for w in self.count_weights]}"
         return sha256_lines([knobs, *(e.prompt + e.answer for e in self._held_out_examples)])
 
 
-__all__ = ["ArithTask", "ParseError"]
+def operand_counts(task_cfg) -> tuple[list[int], list[float]]:
+    """The operand counts a problem may have and their probabilities: P(k) ∝ length_tail^(k - min_operands)."""
+    low = task_cfg.min_operands or task_cfg.operands
+    counts = list(range(low, task_cfg.operands + 1))
+    weights = np.array([task_cfg.length_tail ** (k - low) for k in counts])
+    return counts, list(weights / weights.sum())
+
+
+__all__ = ["ArithTask", "ParseError", "operand_counts"]
