@@ -1,7 +1,9 @@
 """Seeding and the environment record of a run.
 
     seed_everything(cfg.seed)                 # Python, NumPy, torch (CPU and CUDA)
-    settings = apply_determinism(device)      # deterministic kernels, recorded
+    with deterministic(device, threads):      # deterministic kernels and threads, for this block only
+        ...
+    settings = determinism_record(device, threads)   # what the environment record says was set
     record = capture_environment(cfg, ...)    # before the first step
 
 The record says what produced a result: code revision and uncommitted diff
@@ -22,6 +24,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -47,20 +51,49 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)  # also seeds every CUDA device
 
 
-def apply_determinism(device: torch.device, threads: int) -> dict[str, object]:
-    """Ask torch for deterministic kernels and a fixed thread count; return what was set."""
+@contextmanager
+def deterministic(device: torch.device, threads: int) -> Iterator[None]:
+    """Deterministic kernels and a fixed thread count inside the block; what was set before, after it.
+
+    The settings are global to the process, so they are scoped to the trainer's own work: other code
+    in the same process (a peer trainer in a benchmark, a notebook around a run) keeps its own
+    choice instead of inheriting ours (e.g. torch's NaN fill of uninitialised memory under
+    deterministic algorithms). Blocks nest: an inner one restores what the outer one set.
+    """
+    before = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.get_num_threads(),
+        torch.backends.cudnn.benchmark,
+        torch.backends.cudnn.deterministic,
+    )
     if device.type == "cuda":
         # cuBLAS needs a fixed workspace to be deterministic; it reads this at initialisation
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.backends.cudnn.benchmark = False
         torch.backends.cudnn.deterministic = True
     torch.use_deterministic_algorithms(True, warn_only=True)
-    torch.set_num_threads(threads)
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        enabled, warn_only, previous_threads, benchmark, cudnn_deterministic = before
+        torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
+        if torch.get_num_threads() != previous_threads:
+            torch.set_num_threads(previous_threads)
+        torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = benchmark, cudnn_deterministic
+
+
+def determinism_record(device: torch.device, threads: int) -> dict[str, object]:
+    """The settings `deterministic` applies, as the environment record states them."""
+    cuda = device.type == "cuda"
     return {
         "torch.use_deterministic_algorithms": True,
-        "cudnn.deterministic": torch.backends.cudnn.deterministic,
-        "cudnn.benchmark": torch.backends.cudnn.benchmark,
-        "torch_threads": torch.get_num_threads(),
+        "scope": "the trainer's own work (set on entry, restored on exit)",
+        "cudnn.deterministic": True if cuda else torch.backends.cudnn.deterministic,
+        "cudnn.benchmark": False if cuda else torch.backends.cudnn.benchmark,
+        "torch_threads": threads,
         "bit_identical_expected": device.type == "cpu",
     }
 

@@ -88,9 +88,10 @@ class Trainer:
         stopping.install(reporter.should_stop)  # from here on every long loop of this thread obeys a stop
         self.device = resolve_device(cfg.resources.device)
         repro.seed_everything(cfg.seed)
-        self.determinism = repro.apply_determinism(self.device, cfg.resources.threads)
+        self.determinism = repro.determinism_record(self.device, cfg.resources.threads)
         self.task = task or build_task(cfg)
-        self.policy = load_policy(cfg, self.task, self.device)
+        with self.deterministic():
+            self.policy = load_policy(cfg, self.task, self.device)
         repro.seed_everything(cfg.seed)  # building the tiny model consumed global RNG draws
         self.backend = build_backend(cfg.rollout.backend, self.policy)
         self.rewards = build_rewards(self.task, cfg)
@@ -138,9 +139,17 @@ class Trainer:
     def check_stop(self) -> None:
         stopping.checkpoint()
 
+    def deterministic(self):
+        """The block in which the trainer's torch work runs: deterministic kernels, resources.threads threads."""
+        return repro.deterministic(self.device, self.cfg.resources.threads)
+
     # ------------------------------------------------------------------ the run
     def run(self) -> str:
         """Train for schedule.steps (or until the time limit or a stop); return the final state."""
+        with self.deterministic():
+            return self.run_steps()
+
+    def run_steps(self) -> str:
         self.reporter.status("running", f"{self.cfg.method or 'custom'} on {self.cfg.task.name}, device {self.device}")
         self.record_environment()
         started, last_step = time.perf_counter(), 0
@@ -197,6 +206,11 @@ class Trainer:
         self.reporter.artifact(str(path), "data-stream")
 
     def step(self, step: int) -> dict[str, float]:
+        """One RL step: collect, score, train, sync; and the evaluation when it falls due."""
+        with self.deterministic():
+            return self.train_step(step)
+
+    def train_step(self, step: int) -> dict[str, float]:
         began = time.perf_counter()
         collected = self.collect(step)
         self.check_stop()
@@ -540,6 +554,10 @@ class Trainer:
     @torch.no_grad()
     def evaluate(self, step: int) -> dict[str, float]:
         """eval/pass@1 (greedy), eval/pass@k and eval/maj@k (from eval.samples samples) on the held-out split."""
+        with self.deterministic():
+            return self.evaluate_held_out(step)
+
+    def evaluate_held_out(self, step: int) -> dict[str, float]:
         examples = self.task.eval_examples()
         e, max_new = self.cfg.eval, self.cfg.rollout.max_new_tokens
         generator = torch.Generator(self.device).manual_seed(self.cfg.seed * 1_000_003 + step)
