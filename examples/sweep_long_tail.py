@@ -3,7 +3,7 @@
 Cards: docs/methods/april.md, siri.md, rorecomp.md, duet.md, d3s.md (each also has its run on the
 arith testbed, where every answer is 2-3 tokens and these methods have nothing to act on).
 
-python examples/sweep_long_tail.py      # 21 runs, about 5 minutes each on one CPU core
+python examples/sweep_long_tail.py --target 0.8     # 21 runs, about 5 minutes each on one CPU core
 """
 
 from pathlib import Path
@@ -17,7 +17,7 @@ VARIANTS = {
     "grpo": (["method=grpo"], TOKENS_PER_S),
     "april": (["method=april"], TOKENS_PER_S),
     "siri without its schedule": (["method=siri", "control.name=fixed"], LENGTH),
-    "siri 48 -> 24 -> 48, period 100": (["method=siri"], LENGTH),
+    "siri 40 -> 20 -> 40, period 100": (["method=siri"], LENGTH),
     "rorecomp": (["method=rorecomp"], LENGTH),
     "duet": (["method=duet"], LENGTH),
     "d3s": (["method=d3s"], LENGTH),
