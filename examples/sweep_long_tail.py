@@ -29,6 +29,13 @@ DIAGNOSTICS = [
     "completions/max_length",
     "completions/clipped_ratio",
     "groups/frac_zero_std",
+    "pipeline/generate/stopped_rows",
+    "pipeline/generate/resumed_rows",
+    "pipeline/control/max_new_tokens",
+    "pipeline/control/aborted",
+    "pipeline/replay/priority_samples",
+    "pipeline/replay/compensation_samples",
+    "pipeline/advantage/kept_tokens",
 ]
 
 if __name__ == "__main__":
