@@ -175,7 +175,11 @@ class RewardConfig(Section):
 
 
 class RolloutConfig(Section):
-    backend: Literal["hf"] = Field("hf", description="hf: batched sampling with a KV cache on torch, CPU or CUDA.")
+    backend: Literal["hf", "vllm"] = Field(
+        "hf",
+        description="hf: batched sampling with a KV cache on torch, CPU or CUDA. vllm: an offline vLLM engine on "
+        "the learner's CUDA GPU, asleep during each update (needs pip install -e '.[gpu]'; cannot stop rows early).",
+    )
     group_size: int = Field(8, ge=2, description="G: completions sampled per prompt (at least 2 for a group baseline).")
     prompts_per_step: int = Field(16, ge=1, description="Prompts whose groups make one training batch.")
     max_new_tokens: int = Field(8, ge=1, le=4096, description="Longest completion, in tokens.")

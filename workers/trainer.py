@@ -221,6 +221,7 @@ class Trainer:
             advantage_stats = self.compute_advantages(batch)
             metrics.update({**self.advantage_metrics(batch), **advantage_stats})
             self.check_stop()
+            self.backend.release_memory()  # a sampler sharing the GPU frees it for the update (vllm sleeps)
             began_update = time.perf_counter()
             metrics.update(self.update(batch, step))
             train_s = time.perf_counter() - began_update

@@ -84,6 +84,9 @@ class SkewedSampler:
     def sync_weights(self):
         pass
 
+    def release_memory(self):
+        pass
+
 
 def gspo_first_step(old_logprobs, dtype="float32"):
     cfg = small_config(

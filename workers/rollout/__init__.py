@@ -1,8 +1,8 @@
 """Rollout backends: they turn prompts into sampled completions with per-token log-probabilities.
 
 A backend implements `RolloutBackend`; the trainer knows nothing else about it.
-`hf` samples on torch (CPU or CUDA) with a KV cache. A vLLM backend will
-implement the same protocol; it must import vllm lazily, inside its own module.
+`hf` samples on torch (CPU or CUDA) with a KV cache; `vllm` drives an offline
+vLLM engine on a CUDA GPU, and is imported (with vllm) only when a run asks for it.
 """
 
 from __future__ import annotations
@@ -106,8 +106,17 @@ class RolloutBackend(Protocol):
         """Make the sampler use the policy's current weights (no-op when they share memory)."""
         ...
 
+    def release_memory(self) -> None:
+        """Called before the learner's update: free what the sampler holds on the device until sync_weights."""
+        ...
+
 
 BACKENDS: Registry[type] = Registry("rollout backend")
+BACKENDS.declare(
+    "vllm",
+    "workers.rollout.vllm:VLLMBackend",  # imported by BACKENDS.get("vllm") only: vllm is an extra
+    summary="Sampling with an offline vLLM engine on a CUDA GPU; the policy's weights are pushed in after each update.",
+)
 
 
 def build_backend(name: str, policy) -> RolloutBackend:

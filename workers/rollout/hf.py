@@ -28,6 +28,9 @@ class HFBackend:
     def sync_weights(self) -> None:
         pass  # the sampler is the policy itself
 
+    def release_memory(self) -> None:
+        pass  # it holds nothing between calls: its KV cache lives only inside generate
+
     @torch.no_grad()
     def generate(self, prompts, n, params: SamplingParams, generator, limits=None, prefixes=None, stop=None):
         model = self.policy.model
