@@ -124,6 +124,14 @@ def test_a_stop_ends_the_pipelined_run_and_its_rollout_thread():
     assert not [t for t in threading.enumerate() if t.name.startswith("rollout")]
 
 
+def test_the_time_limit_ends_the_pipelined_run_after_a_step_and_joins_its_rollout_thread():
+    reporter = MemoryReporter()
+    trainer = Trainer(small_config(schedule={"steps": 6, "max_staleness": 2, "time_limit_s": 1e-6}), reporter)
+    assert trainer.run() == "succeeded"
+    assert [row["step"] for row in reporter.metric_rows] == [1]
+    assert not [t for t in threading.enumerate() if t.name.startswith("rollout")]
+
+
 def test_every_batch_operation_carries_the_rows_versions():
     def batch(versions, groups):
         n = len(versions)
