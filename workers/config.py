@@ -267,6 +267,21 @@ class ScheduleConfig(Section):
     samples_per_step: int = Field(16, ge=0, description="Rollout samples recorded per step for the sample inspector.")
     save_every: int = Field(0, ge=0, description="Save a checkpoint every N steps (0 = only at the end).")
     save_final: bool = Field(True, description="Save a checkpoint when training ends.")
+    max_staleness: int | None = Field(
+        None,
+        ge=0,
+        le=8,
+        description="Asynchronous rollouts. Unset: the synchronous trainer, each step sampled by the policy it "
+        "then trains. A number k: a copy of the policy generates in a background thread, up to k steps ahead of "
+        "the learner, and gets the learner's weights after each step; every sample carries the version of the "
+        "policy that produced it (RL steps trained), and a group holding a sample more than k versions older "
+        "than the learner is dropped before the advantage stage (only replayed samples can be: with a replay "
+        "component, 0 drops every replayed group). Reports pipeline/async/staleness_mean, staleness_max and "
+        "dropped_samples. 0 is the synchronous trainer run through the pipeline: the same metric stream. The "
+        "off-policy correction is the objective's: objective.old_logprobs sampler gives PPO's clipped ratio "
+        "against the policy that sampled; recompute makes pi_old the learner's, and the truncated-is objective "
+        "weighs each token by pi_old / pi_sampler truncated at objective.is_bound.",
+    )
 
 
 class EvalConfig(Section):

@@ -56,6 +56,11 @@ APPROX_KL = "policy/approx_kl"  # k3 of pi_old against the policy after the step
 ENTROPY = "policy/entropy"  # the entropy (or its sampled-token estimate when no entropy bonus asks for it)
 SAMPLER_LOGPROB_DIFF = "policy/sampler_logprob_diff"  # mean |trainer - sampler| log-probability, when recomputed
 
+# the asynchronous trainer (workers/asynchronous.py, schedule.max_staleness): versions are RL steps trained
+ASYNC_STALENESS_MEAN = "pipeline/async/staleness_mean"  # learner version - sampler version, mean over loss rows
+ASYNC_STALENESS_MAX = "pipeline/async/staleness_max"  # the largest, never above schedule.max_staleness
+ASYNC_DROPPED_SAMPLES = "pipeline/async/dropped_samples"  # rows of the groups dropped as too stale this step
+
 # rewards, groups and completions of everything generated in a step (Trainer.batch_metrics)
 REWARD_MEAN = "reward/mean"
 REWARD_STD = "reward/std"

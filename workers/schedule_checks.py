@@ -34,9 +34,10 @@ def reuses_samples(cfg) -> list[str]:
 
 
 def on_policy(cfg, value: Any) -> str | None:
-    """Every importance ratio is 1 when each batch is used once, in one optimizer step, and is all fresh."""
+    """Every importance ratio is 1 when each batch is used once, in one optimizer step, and is all fresh (sampled
+    by the policy it trains: an asynchronous trainer with max_staleness > 0 trains on older policies' samples)."""
     s = cfg.schedule
-    if s.updates_per_batch * s.minibatches > 1 or reuses_samples(cfg):
+    if s.updates_per_batch * s.minibatches > 1 or reuses_samples(cfg) or s.max_staleness:
         return None
     return (
         "cannot act: one pass of one minibatch per batch (schedule.updates_per_batch = 1, schedule.minibatches = 1) "

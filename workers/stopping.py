@@ -36,6 +36,18 @@ def install(should_stop: Callable[[], bool]) -> None:
     _local.should_stop = should_stop
 
 
+def for_another_thread(should_stop: Callable[[], bool]) -> Callable[[], None]:
+    """A function that installs `should_stop` and this thread's deadline in the thread that calls it: a helper
+    thread of the same run (the asynchronous trainer's rollout thread), stopped by its owner through
+    `should_stop` rather than by the reporter's, which may need a connection of the owner's thread."""
+    deadline = getattr(_local, "deadline", None)
+
+    def install_here() -> None:
+        _local.should_stop, _local.deadline = should_stop, deadline
+
+    return install_here
+
+
 def checkpoint() -> None:
     deadline = getattr(_local, "deadline", None)
     if deadline is not None and time.monotonic() > deadline:

@@ -6,7 +6,10 @@
 One step:  collect (generate -> reward -> [more rollout stages, if the control
 stage extends the scored groups] -> filter, repeated while the filter asks for
 more; the control stage sees every group) -> replay.mix -> advantage -> update
-(objective) -> replay.store -> sync -> evaluate -> report.
+(objective) -> replay.store -> sync -> evaluate -> report. Collect is two parts:
+gather (the rollout stages) and commit (the trainer's shared state sees the step), so
+that the asynchronous trainer (schedule.max_staleness, workers/asynchronous.py) can
+gather in a rollout thread while the learner trains and commit at its barrier.
 
 Which components fill the stages comes from the config; this file never
 asks which method it is running.
@@ -19,7 +22,9 @@ import hashlib
 import json
 import math
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import closing
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +47,19 @@ from workers.tasks.rewards import Completion, build_rewards
 
 
 @dataclass
+class Gathered:
+    """What one step's rollout stages produced, before the trainer's shared state has seen it (Trainer.commit)."""
+
+    step: int
+    batch: RolloutBatch  # the groups the filter kept
+    generated: RolloutBatch  # every group sampled, kept or dropped
+    wanted: int  # the groups the control stage planned
+    rounds: int
+    generate_s: float
+    reward_s: float
+
+
+@dataclass
 class Collected:
     """What one step's collect phase produced."""
 
@@ -51,6 +69,14 @@ class Collected:
     missing_groups: int  # groups the filter could not fill within its rounds
     generate_s: float
     reward_s: float
+    # the prompt history's metrics and the collecting stages' own, as they were once the step's groups were seen:
+    # the asynchronous trainer reports a batch some steps after it was collected
+    observed: dict[str, float] = field(default_factory=dict)
+
+
+# the stages that run while rollouts are collected (by the rollout thread, in the asynchronous trainer); the others
+# run in the learner
+COLLECT_STAGES = ("generate", "filter", "control")
 
 
 def resolve_device(wanted: str) -> torch.device:
@@ -156,16 +182,16 @@ class Trainer:
         try:
             if self.cfg.eval.every:
                 self.reporter.metrics(0, self.evaluate(0))
-            for step in range(1, self.cfg.schedule.steps + 1):
-                self.check_stop()
-                self.reporter.metrics(step, self.step(step))
-                last_step = step
-                if self.cfg.schedule.save_every and step % self.cfg.schedule.save_every == 0:
-                    self.save_checkpoint(step)
-                limit = self.cfg.schedule.time_limit_s
-                if limit and time.perf_counter() - started > limit:
-                    self.reporter.log(f"time limit of {limit:g}s reached after step {step}")
-                    break
+            with closing(self.steps()) as steps:  # closed on a break: the asynchronous producer is joined
+                for step, metrics in steps:
+                    self.reporter.metrics(step, metrics)
+                    last_step = step
+                    if self.cfg.schedule.save_every and step % self.cfg.schedule.save_every == 0:
+                        self.save_checkpoint(step)
+                    limit = self.cfg.schedule.time_limit_s
+                    if limit and time.perf_counter() - started > limit:
+                        self.reporter.log(f"time limit of {limit:g}s reached after step {step}")
+                        break
         except stopping.Cancelled:
             self.record_data_stream()
             self.reporter.status("cancelled", f"stopped after step {last_step}")
@@ -174,6 +200,19 @@ class Trainer:
         self.record_data_stream()
         self.reporter.status("succeeded", f"{last_step} steps")
         return "succeeded"
+
+    def steps(self) -> Iterator[tuple[int, dict[str, float]]]:
+        """Every step's number and metrics, in order: one at a time, or pipelined when schedule.max_staleness is set."""
+        if self.cfg.schedule.max_staleness is None:
+            return self.synchronous_steps()
+        from workers.asynchronous import Pipeline
+
+        return Pipeline(self).steps()
+
+    def synchronous_steps(self) -> Iterator[tuple[int, dict[str, float]]]:
+        for step in range(1, self.cfg.schedule.steps + 1):
+            self.check_stop()
+            yield step, self.step(step)
 
     def finish(self, last_step: int) -> None:
         """Final evaluation (unless the last step just did one) and the final checkpoint."""
@@ -206,7 +245,8 @@ class Trainer:
         self.reporter.artifact(str(path), "data-stream")
 
     def step(self, step: int) -> dict[str, float]:
-        """One RL step: collect, score, train, sync; and the evaluation when it falls due."""
+        """One RL step: collect, score, train, sync; and the evaluation when it falls due. Always the synchronous
+        step: the asynchronous trainer's steps overlap one another (Trainer.steps, workers/asynchronous.py)."""
         with self.deterministic():
             return self.train_step(step)
 
@@ -214,8 +254,23 @@ class Trainer:
         began = time.perf_counter()
         collected = self.collect(step)
         self.check_stop()
+        metrics, batch, train_s = self.learn(step, collected)
+        synced = time.perf_counter()
+        self.backend.sync_weights()
+        return self.finish_step(step, began, collected, batch, metrics, train_s, time.perf_counter() - synced)
+
+    def learn(self, step: int, collected: Collected, bound=None) -> tuple[dict[str, float], RolloutBatch, float]:
+        """replay.mix -> advantage -> update -> replay.store, on a collected batch; the metrics, the trained batch
+        and the seconds the update took.
+
+        `bound` (workers.asynchronous.StalenessBound), in the asynchronous trainer, drops the groups too stale for
+        the loss before the advantage stage and reports the staleness of what trains. The learner's version at
+        step `step` is step - 1 (the RL steps it has completed).
+        """
         batch = self.stages.replay.mix(collected.batch, step)
         metrics = self.batch_metrics(collected)
+        if bound is not None:
+            batch = bound.admit(batch, step - 1)
         train_s = 0.0
         if batch.num_groups:
             advantage_stats = self.compute_advantages(batch)
@@ -226,8 +281,15 @@ class Trainer:
             metrics.update(self.update(batch, step))
             train_s = time.perf_counter() - began_update
             self.stages.replay.store(batch, step)
-        synced = time.perf_counter()
-        self.backend.sync_weights()
+        if bound is not None:
+            metrics.update(bound.metrics(batch, step - 1))
+        return metrics, batch, train_s
+
+    def finish_step(
+        self, step: int, began: float, collected: Collected, batch: RolloutBatch, metrics: dict, train_s: float,
+        sync_s: float,
+    ) -> dict[str, float]:  # fmt: skip
+        """The step's timings, counters and samples; and the evaluation when it falls due."""
         step_s = time.perf_counter() - began
         self.counters[metric.WALL_S] += step_s
         metrics.update(
@@ -235,7 +297,7 @@ class Trainer:
                 metric.GENERATE_S: collected.generate_s,
                 metric.REWARD_S: collected.reward_s,
                 metric.TRAIN_S: train_s,
-                metric.SYNC_S: time.perf_counter() - synced,
+                metric.SYNC_S: sync_s,
                 metric.STEP_S: step_s,
                 metric.ROLLOUT_TOKENS_PER_S: collected.generated.decoded / collected.generate_s,
                 **self.counters,
@@ -250,22 +312,20 @@ class Trainer:
 
     # ------------------------------------------------------------------ phase: collect
     def collect(self, step: int) -> Collected:
-        """generate -> reward -> filter, for as many rounds as the filter allows, until the batch is full.
+        """generate -> reward -> filter, for as many rounds as the filter allows, until the batch is full; then
+        the trainer's shared state sees the step's groups (gather, then commit)."""
+        return self.commit(self.gather(step, self.policy, self.backend, version=step - 1))
+
+    def gather(self, step: int, policy, backend, version: int) -> Gathered:
+        """The rollout stages of a step, sampled by `policy` (of version `version`) through `backend`.
 
         The control stage plans the step, then sets each round's prompts' budget, and may grow the
-        round's scored groups in further rollout stages before the filter sees them; every scored
-        group, kept or not, goes into the prompt history before the control stage observes it.
+        round's scored groups in further rollout stages before the filter sees them. This part reads
+        the prompt history and the components' state but writes none of the trainer's own state (its
+        data and sampling streams aside), so the asynchronous trainer runs it in its rollout thread
+        while the learner trains; `commit` then records the step in the main thread.
         """
-        ctx = StageContext(
-            policy=self.policy,
-            backend=self.backend,
-            generator=self.sampling_rng,
-            temperature=self.cfg.rollout.temperature,
-            top_p=self.cfg.rollout.top_p,
-            top_k=self.cfg.rollout.top_k,
-            step=step,
-            history=self.history,
-        )
+        ctx = self.stage_context(step, policy, backend, version)
         budget = self.stages.control.plan(ctx)
 
         def draw(count: int):
@@ -281,7 +341,7 @@ class Trainer:
             rounds += 1
             examples, granted = draw(budget.prompts - sum(b.num_groups for b in kept))
             t = time.perf_counter()
-            batch = self.stages.generate(ctx, examples, granted)
+            batch = self.generate(ctx, examples, granted)
             generate_s += time.perf_counter() - t
             t = time.perf_counter()
             self.score(batch)
@@ -292,6 +352,32 @@ class Trainer:
             generated.append(batch)
             self.check_stop()
         everything = RolloutBatch.concat(generated)
+        return Gathered(step, RolloutBatch.concat(kept), everything, budget.prompts, rounds, generate_s, reward_s)
+
+    def stage_context(self, step: int, policy, backend, version: int) -> StageContext:
+        return StageContext(
+            policy=policy,
+            backend=backend,
+            generator=self.sampling_rng,
+            temperature=self.cfg.rollout.temperature,
+            top_p=self.cfg.rollout.top_p,
+            top_k=self.cfg.rollout.top_k,
+            step=step,
+            history=self.history,
+            version=version,
+        )
+
+    def generate(self, ctx: StageContext, examples, budget) -> RolloutBatch:
+        """The generate stage's groups, each row stamped with the sampling policy's version unless it has one."""
+        batch = self.stages.generate(ctx, examples, budget)
+        if batch.versions is None:
+            batch.versions = torch.full((batch.num_samples,), ctx.version, dtype=torch.long)
+        return batch
+
+    def commit(self, gathered: Gathered) -> Collected:
+        """Record a gathered step in the trainer's shared state: every scored group, kept or not, goes into the
+        prompt history, then every stage that learns from a scored step observes it; the counters count it."""
+        everything, batch, step = gathered.generated, gathered.batch, gathered.step
         self.history.update(everything, step)
         for component in vars(self.stages).values():  # every stage that learns from the scored step
             observe = getattr(component, "observe", None)
@@ -299,14 +385,14 @@ class Trainer:
                 observe(everything)
         self.counters[metric.ROLLOUT_TOKENS] += everything.decoded
         self.counters[metric.SAMPLES] += everything.num_samples
-        batch = RolloutBatch.concat(kept)
-        missing = budget.prompts - batch.num_groups
+        missing = gathered.wanted - batch.num_groups
         if missing > 0:
             self.reporter.log(
-                f"step {step}: the filter kept {batch.num_groups} of {budget.prompts} groups in {rounds} "
+                f"step {step}: the filter kept {batch.num_groups} of {gathered.wanted} groups in {gathered.rounds} "
                 f"rounds (filter.max_rounds); training on those, {missing} short"
             )
-        return Collected(batch, everything, rounds, missing, generate_s, reward_s)
+        observed = {**self.history.metrics(), **self.stage_metrics(COLLECT_STAGES)}
+        return Collected(batch, everything, gathered.rounds, missing, gathered.generate_s, gathered.reward_s, observed)
 
     def extend(self, ctx: StageContext, batch: RolloutBatch, allocated) -> tuple[RolloutBatch, float, float]:
         """Further rollout stages of a scored round, as long as the control stage asks for more.
@@ -324,7 +410,7 @@ class Trainer:
             examples = [batch.examples[g] for g in groups]
             extra_budget = allocated.extra(batch.num_groups, groups, [extras[g] for g in groups])
             t = time.perf_counter()
-            more = self.stages.generate(ctx, examples, extra_budget)
+            more = self.generate(ctx, examples, extra_budget)
             generate_s += time.perf_counter() - t
             t = time.perf_counter()
             self.score(more)
@@ -603,16 +689,16 @@ class Trainer:
             metric.FILTER_DROPPED_GROUPS: float(gen.num_groups - batch.num_groups),
             metric.FILTER_KEPT_GROUPS: float(batch.num_groups),
             metric.FILTER_LEFT_OUT_SAMPLES: float((~batch.in_loss).sum()) if batch.in_loss is not None else 0.0,
-            **self.history.metrics(),
-            **self.stage_metrics(),
+            **collected.observed,
+            **self.stage_metrics([stage for stage in vars(self.stages) if stage not in COLLECT_STAGES]),
         }
         return metrics
 
-    def stage_metrics(self) -> dict[str, float]:
-        """What each stage's component reports of its own (pipeline/<stage>/...), for those that do."""
+    def stage_metrics(self, stages) -> dict[str, float]:
+        """What the named stages' components report of their own (pipeline/<stage>/...), for those that do."""
         metrics: dict[str, float] = {}
-        for component in vars(self.stages).values():
-            report = getattr(component, "metrics", None)
+        for stage in stages:
+            report = getattr(getattr(self.stages, stage), "metrics", None)
             if callable(report):
                 metrics.update(report())
         return metrics

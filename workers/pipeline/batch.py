@@ -16,6 +16,10 @@ depends on which other groups share the batch.
 A group may also grow after it was scored: `batch.add_to_groups(groups, extra)`
 appends the samples of a later rollout stage (a control stage's `extend`) to their
 groups, keeping each group's rows contiguous.
+
+Every per-row field travels with its row through `take_rows`, `select_groups`, `concat` and
+`add_to_groups`: among them `versions`, the policy version that sampled each row, by which the
+asynchronous trainer bounds how stale a sample may be when it reaches the loss.
 """
 
 from __future__ import annotations
@@ -59,6 +63,9 @@ class RolloutBatch:
     # the sample's answer (0 for no answer); filled from the prompt history before the advantage stage only
     # when a component declares needs=("answer_counts",)
     answer_counts: torch.Tensor | None = None
+    # (N,) long: the version of the policy that sampled each row (RL steps it had been trained for); the
+    # trainer stamps fresh rows, replayed rows keep theirs (workers/asynchronous.py bounds the difference)
+    versions: torch.Tensor | None = None
 
     @property
     def decoded(self) -> float:
@@ -197,6 +204,7 @@ class RolloutBatch:
             notes=[dict(self.notes[r]) for r in rows.tolist()],
             ref_logprobs=pick(self.ref_logprobs),
             answer_counts=pick(self.answer_counts),
+            versions=pick(self.versions),
         )
 
     @staticmethod
@@ -241,4 +249,5 @@ class RolloutBatch:
             ),
             ref_logprobs=cat([None if b.ref_logprobs is None else pad(b.ref_logprobs) for b in batches]),
             answer_counts=cat([b.answer_counts for b in batches]),
+            versions=cat([b.versions for b in batches]),
         )

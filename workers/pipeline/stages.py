@@ -84,6 +84,9 @@ class StageContext:
     # draw(n): n more prompts of this step, chosen by the control stage, and their budget; for a generate
     # component that keeps more groups in flight than the step trains on (APRIL's over-provisioning)
     draw: Callable[[int], tuple[list[Example], Budget]] | None = None
+    # the version of `policy` (RL steps it has been trained for): the trainer stamps it on every row generated;
+    # the synchronous trainer samples at step - 1, the asynchronous one up to schedule.max_staleness older
+    version: int = 0
 
 
 class GenerateStage(Protocol):
