@@ -87,6 +87,14 @@ class TaskConfig(Section):
         "1 draws every count equally often, 0.5 halves the share at each extra operand: a long tail of long "
         "problems (and, for chain, of long completions).",
     )
+    shortcut_share: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="chain: share of the warm-start derivations that skip steps (each intermediate step left out "
+        "with probability 1/2), so the warm-started model writes full and shortened derivations of one problem: "
+        "lengths vary within a group, and a length-aware method has something to choose from.",
+    )
     operators: str = Field("+-", description="arith/chain/countdown: the operators that may appear, from '+-*'.")
     warmup_digits: int = Field(
         1,
@@ -121,6 +129,12 @@ class TaskConfig(Section):
     def _file_tasks_need_a_path(self) -> TaskConfig:
         if self.name in ("jsonl", "parquet") and not self.path:
             raise ValueError(f"task '{self.name}' needs task.path, the dataset file")
+        return self
+
+    @model_validator(mode="after")
+    def _shortcuts_are_chains(self) -> TaskConfig:
+        if self.shortcut_share and self.name != "chain":
+            raise ValueError(f"task.shortcut_share: task '{self.name}' has no derivation to shorten; only chain has")
         return self
 
     @model_validator(mode="after")

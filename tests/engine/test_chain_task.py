@@ -84,3 +84,23 @@ def test_a_fixed_operand_count_draws_exactly_the_arith_stream_it_drew_before():
 def test_operand_range_knobs_are_checked_at_the_edge(task, message):
     with pytest.raises(ConfigError, match=message):
         resolve({"task": task})
+
+
+def test_shortcut_share_warm_starts_on_derivations_of_different_lengths_for_one_problem():
+    task = chain(operands=5, shortcut_share=0.5)
+    example = Example("1+2+3+4+5=", "15")
+    full = "=".join(derivation("1+2+3+4+5"))
+    rng = np.random.default_rng(0)
+    targets = [task.target(example, rng) for _ in range(400)]
+    assert sum(t == full for t in targets) > 200, "about half are whole, and a shortened one may keep every step"
+    shortened = {t for t in targets if t != full}
+    assert len(shortened) >= 6 and all(t.endswith("=15") or t == "15" for t in shortened)
+    assert all(task.is_correct(example, t) for t in shortened)
+    assert all(set(t.split("=")) <= set(full.split("=")) for t in shortened), "steps are left out, never changed"
+    assert chain(operands=5).target(example, np.random.default_rng(0)) == full
+    assert chain(operands=5).fingerprint() != task.fingerprint()
+
+
+def test_shortcut_share_is_refused_for_tasks_without_a_derivation():
+    with pytest.raises(ConfigError, match="only chain has"):
+        resolve({"task": {"name": "arith", "shortcut_share": 0.5}})

@@ -16,9 +16,9 @@ def test_defaults_validate_and_hash_is_stable():
 
 def test_the_wall_time_limit_leaves_the_hash_alone():
     """resources.wall_time_s bounds the execution, not the computation: hashes from before it still hold."""
-    # RunConfig() since schedule.max_staleness (a shared knob added with its default changes every
+    # RunConfig() since task.shortcut_share (a shared knob added with its default changes every
     # hash: the computation a config names now has one more choice, made explicit)
-    pinned = "2a73dad3dcd1b781ef4ee50426e3b3fe27923b83f8fe90a47a23293a16e61fc4"
+    pinned = "99fd934d692e60ce58e5d4bc9181d1be00d4fbbce48c3312a268326d45fa30cd"
     assert RunConfig().config_hash() == pinned
     assert resolve({"resources": {"wall_time_s": 60}}).config_hash() == pinned
     assert resolve({"resources": {"wall_time_s": 60}}).resources.wall_time_s == 60

@@ -74,10 +74,10 @@ class ArithTask:
                 example = self._draw_training(rng, self.digits, self.draw_count(rng))
             else:
                 example = self._draw_training(rng, self.warmup_digits, self.warmup_operands)
-            pairs.append((example.prompt, self.target(example)))
+            pairs.append((example.prompt, self.target(example, rng)))
         return pairs
 
-    def target(self, example: Example) -> str:
+    def target(self, example: Example, rng: np.random.Generator | None = None) -> str:
         """The completion the warm-start teaches: here the bare result."""
         return example.answer
 

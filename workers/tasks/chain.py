@@ -8,13 +8,17 @@ step stays within reach of the tiny model.
 
 The outcome verifier reads only the last number of the chain: a completion that skips steps
 (`3+4*2-5=6`) is right if its result is, so a length-aware method may learn to compress.
+`task.shortcut_share` puts shortened derivations into the warm-start data, so the model starts
+out writing derivations of different lengths for one problem.
 """
 
 from __future__ import annotations
 
 import re
 
-from workers.tasks import TASKS, Example
+import numpy as np
+
+from workers.tasks import TASKS, Example, sha256_lines
 from workers.tasks.arith import ArithTask
 from workers.tasks.expressions import ParseError, parse
 
@@ -46,8 +50,21 @@ class ChainTask(ArithTask):
 
     name = "chain"
 
-    def target(self, example: Example) -> str:
-        return "=".join(derivation(example.prompt.rstrip("=")))
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.shortcut_share = cfg.task.shortcut_share
+
+    def target(self, example: Example, rng: np.random.Generator | None = None) -> str:
+        """The whole derivation; with task.shortcut_share, sometimes one that skips steps (rng decides)."""
+        steps = derivation(example.prompt.rstrip("="))
+        if rng is not None and self.shortcut_share and rng.random() < self.shortcut_share:
+            steps = [step for step in steps[:-1] if rng.random() < 0.5] + steps[-1:]
+        return "=".join(steps)
+
+    def fingerprint(self) -> str:
+        # the held-out split does not depend on shortcut_share, but the warm-start data does
+        plain = super().fingerprint()
+        return sha256_lines([plain, f"shortcut_share={self.shortcut_share}"]) if self.shortcut_share else plain
 
     def answer_key(self, example: Example, completion: str) -> str | None:
         last = completion.strip().rsplit("=", 1)[-1].strip()
