@@ -1,10 +1,9 @@
 """The length- and budget-aware methods on the long-tail testbed, 3 seeds each, one shared grpo base.
 
-Cards: docs/methods/april.md, siri.md, rorecomp.md, duet.md, d3s.md, gdro.md (each also has its run
-on the arith testbed, where every answer is 2-3 tokens and these methods have nothing to act on;
-gdro's difficulty classes are graded here by the operand count).
+Cards: docs/methods/april.md, siri.md, rorecomp.md, duet.md, d3s.md (each also has its run on the
+arith testbed, where every answer is 2-3 tokens and these methods have nothing to act on).
 
-python examples/sweep_long_tail.py --target 0.8     # 27 runs, about 4 minutes each, two at a time
+python examples/sweep_long_tail.py --target 0.8     # 24 runs, about 4 minutes each, two at a time
 """
 
 from pathlib import Path
@@ -23,7 +22,6 @@ VARIANTS = {
     "rorecomp": (["method=rorecomp"], LENGTH),
     "duet": (["method=duet"], LENGTH),
     "d3s": (["method=d3s"], LENGTH),
-    "gdro": (["method=gdro"], "groups/frac_zero_std"),
 }
 DIAGNOSTICS = [
     TOKENS_PER_S,
