@@ -20,10 +20,9 @@ import numpy as np
 
 from workers.tasks import TASKS, Example, sha256_lines
 from workers.tasks.arith import ArithTask
-from workers.tasks.expressions import ParseError, parse
+from workers.tasks.expressions import ParseError, parse, tokenize
 
 _INTEGER = re.compile(r"^-?\d+$")
-_TOKENS = re.compile(r"\d+|[-+*]")
 
 
 def derivation(expression: str) -> list[str]:
@@ -40,7 +39,7 @@ def derivation(expression: str) -> list[str]:
 
 
 def _split(expression: str) -> tuple[list[int], list[str]]:
-    tokens = _TOKENS.findall(expression)
+    tokens = tokenize(expression)  # a prompt's numbers are non-negative: numbers and operators alternate
     return [int(t) for t in tokens[0::2]], tokens[1::2]
 
 
