@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# torch first, pinned: the CPU build on this machine's disk, not a multi-GB CUDA download
 	$(BIN)/python -m pip install --quiet "torch==2.13.0"
-	$(BIN)/python -m pip install --quiet -e ".[cpu,dev]"
+	$(BIN)/python -m pip install --quiet -e ".[cpu,dev,ray]"
 	touch $(STAMP)
 
 $(BENCH_STAMP): $(STAMP)

@@ -14,7 +14,9 @@ rollout copy after every step (timing/sync_s). With k = max_staleness the pipeli
 
 So batch t is sampled by version max(0, t - 1 - k), and its staleness when it trains, t - 1 minus
 that, is min(t - 1, k). With k = 0 nothing overlaps: step t collects with version t - 1 and then
-trains on it, which is the synchronous trainer's step, and gives its metric stream.
+trains on it, which is the synchronous trainer's step, and gives its metric stream; the learner's
+own policy then samples (a copy's weights at other addresses may take other vectorised kernel paths
+on some CPUs, and round differently).
 
 Thread safety is by construction, not by locks. The rollout thread runs only Trainer.gather
 (control, generate, score, extend, filter) on the rollout copy with the trainer's data and
@@ -45,7 +47,6 @@ import torch
 from workers import metrics as metric
 from workers import stopping
 from workers.pipeline.batch import RolloutBatch
-from workers.rollout import build_backend
 
 if TYPE_CHECKING:
     from workers.trainer import Collected, Trainer
@@ -90,8 +91,11 @@ class Pipeline:
 
     def __init__(self, trainer: Trainer):
         self.trainer, self.lag = trainer, trainer.cfg.schedule.max_staleness
-        self.rollout = copy.deepcopy(trainer.policy)  # its own tokenizer too: the learner's evaluates meanwhile
-        self.backend = build_backend(trainer.cfg.rollout.backend, self.rollout)
+        if self.lag == 0:  # nothing overlaps: the learner's own policy samples, as in the synchronous trainer
+            self.rollout, self.backend = trainer.policy, trainer.sampler
+        else:  # a copy with its own tokenizer too: the learner's evaluates meanwhile
+            self.rollout = copy.deepcopy(trainer.policy)
+            self.backend = trainer.sampler_for(self.rollout)
         self.version = 0  # the rollout copy's: RL steps its weights have been trained for
         self.collected: deque[Collected] = deque()  # committed, oldest first: batch `trained + 1` comes first
         self.produced = 0  # batches gathered so far
@@ -156,8 +160,9 @@ class Pipeline:
     def sync(self, step: int) -> float:
         """Copy the learner's weights (version `step`) into the rollout copy; the seconds it took."""
         began = time.perf_counter()
-        self.rollout.model.load_state_dict(self.trainer.policy.model.state_dict())
-        self.backend.sync_weights()
-        self.trainer.backend.sync_weights()  # the learner's own backend evaluates
+        if self.rollout is not self.trainer.policy:
+            self.rollout.model.load_state_dict(self.trainer.policy.model.state_dict())
+            self.backend.sync_weights()
+        self.trainer.sync_samplers()  # the learner's own backend evaluates (and samples, with max_staleness 0)
         self.version = step
         return time.perf_counter() - began

@@ -135,7 +135,12 @@ def train(cfg, task, out: Path, progress: bool = True) -> int:
     reporters = [files, ProgressReporter(cfg.schedule.steps)] if progress else [files]
     reporter = FanoutReporter(*reporters)
     try:
-        state = Trainer(cfg, reporter, artifacts_dir=out, task=task).run()
+        if cfg.resources.executor == "ray":  # the task is built again by the learner, on its node
+            from workers.distributed import run_on_ray
+
+            state = run_on_ray(cfg, reporter, artifacts_dir=out)
+        else:
+            state = Trainer(cfg, reporter, artifacts_dir=out, task=task).run()
     except KeyboardInterrupt:
         reporter.status("cancelled", "interrupted")
         return EXIT_CANCELLED

@@ -333,7 +333,25 @@ class ResourcesConfig(Section):
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: CUDA when a GPU is visible, else CPU.")
     threads: int = Field(2, ge=1, description="CPU threads torch may use (fixed, so CPU runs are bit-identical).")
     gpus: int = Field(0, ge=0, description="GPUs the run needs; >0 routes it to the gpu queue.")
-    nodes: int = Field(1, ge=1, description="Machines the run spans (more than 1 places actors with Ray).")
+    nodes: int = Field(1, ge=1, le=1024, description="Machines the run spans; with executor ray, more than 1 spreads "
+                       "the rollout actors over them.")  # fmt: skip
+    executor: Literal["local", "ray"] = Field(
+        "local",
+        description="local: one process trains and samples. ray: a learner and resources.rollout_actors rollout "
+        "actors placed on a Ray cluster (RAY_ADDRESS, or a local one), weights sent to them after every update.",
+    )
+    rollout_actors: int = Field(
+        2, ge=1, le=1024, description="With executor ray: actors that sample, each a copy of the policy; a step's "
+        "prompts are split between them.",
+    )  # fmt: skip
+    actor_cpus: float = Field(
+        1.0, gt=0, le=1024, description="With executor ray: CPUs each rollout actor reserves (the learner reserves "
+        "resources.threads).",
+    )  # fmt: skip
+    actor_gpus: float = Field(
+        0.0, ge=0, le=64, description="With executor ray: GPUs each rollout actor reserves (a fraction shares one); "
+        "the learner reserves one when resources.gpus > 0.",
+    )  # fmt: skip
     wall_time_s: int | None = Field(
         None, ge=1, le=10 * 365 * 24 * 3600,
         description="Longest the run may take on a worker, in seconds, warm-start included; past it the run is "
@@ -343,7 +361,7 @@ class ResourcesConfig(Section):
 
 # Fields that bound how a run is executed without changing what it computes: left out of the config
 # hash, so that the hash of a config is the same whatever limit it ran under (and the pinned hashes hold).
-NOT_HASHED = {"resources": {"wall_time_s"}}
+NOT_HASHED = {"resources": {"wall_time_s", "actor_cpus", "actor_gpus", "nodes"}}
 
 
 class RunConfig(Section):
@@ -432,6 +450,8 @@ class RunConfig(Section):
 
     def queue(self) -> str:
         """The Celery queue whose workers have what this run needs."""
+        if self.resources.executor == "ray":
+            return "ray"  # its worker submits the run to a Ray cluster, which has the GPUs
         return "gpu" if self.resources.gpus > 0 else "cpu"
 
 

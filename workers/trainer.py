@@ -103,13 +103,15 @@ def declared_needs(cfg) -> set[str]:
 def recomputes_old_logprobs(cfg) -> bool:
     """objective.old_logprobs, with auto resolved: recompute unless a float32 policy samples itself (`hf`)."""
     choice = cfg.objective.old_logprobs
-    if choice == "auto":
-        return cfg.model.dtype != "float32" or cfg.rollout.backend != "hf"
+    if choice == "auto":  # rollout actors sample from copies, whose log-probabilities show whether the sync worked
+        return cfg.model.dtype != "float32" or cfg.rollout.backend != "hf" or cfg.resources.executor != "local"
     return choice == "recompute"
 
 
 class Trainer:
-    def __init__(self, cfg, reporter: Reporter, artifacts_dir: Path | None = None, task=None):
+    def __init__(self, cfg, reporter: Reporter, artifacts_dir: Path | None = None, task=None, samplers=None):
+        """samplers: where training rollouts are sampled, a function of the policy to sample from that returns its
+        RolloutBackend (workers.distributed's rollout actors); None: this process, through the run's backend."""
         self.cfg, self.reporter, self.artifacts_dir = cfg, reporter, artifacts_dir
         stopping.install(reporter.should_stop)  # from here on every long loop of this thread obeys a stop
         self.device = resolve_device(cfg.resources.device)
@@ -119,7 +121,9 @@ class Trainer:
         with self.deterministic():
             self.policy = load_policy(cfg, self.task, self.device)
         repro.seed_everything(cfg.seed)  # building the tiny model consumed global RNG draws
-        self.backend = build_backend(cfg.rollout.backend, self.policy)
+        self.backend = build_backend(cfg.rollout.backend, self.policy)  # evaluates, and samples unless `samplers`
+        self.samplers = samplers
+        self._sampler = None
         self.rewards = build_rewards(self.task, cfg)
         self.stages = build_stages(cfg)
         self.optimizer = torch.optim.AdamW(
@@ -161,6 +165,24 @@ class Trainer:
         for p in reference.parameters():
             p.requires_grad_(False)
         return reference
+
+    def sampler_for(self, policy):
+        """A backend that samples training rollouts from `policy` (the asynchronous trainer's rollout copy)."""
+        return self.samplers(policy) if self.samplers else build_backend(self.cfg.rollout.backend, policy)
+
+    @property
+    def sampler(self):
+        """The backend that samples the synchronous trainer's rollouts: the run's own, or made on first use by
+        `samplers` (the asynchronous trainer never uses it, so it places no rollout actors for it)."""
+        if self._sampler is None:
+            self._sampler = self.sampler_for(self.policy) if self.samplers else self.backend
+        return self._sampler
+
+    def sync_samplers(self) -> None:
+        """Every backend of the learner's policy uses its current weights."""
+        self.sampler.sync_weights()
+        if self.sampler is not self.backend:
+            self.backend.sync_weights()
 
     def check_stop(self) -> None:
         stopping.checkpoint()
@@ -256,7 +278,7 @@ class Trainer:
         self.check_stop()
         metrics, batch, train_s = self.learn(step, collected)
         synced = time.perf_counter()
-        self.backend.sync_weights()
+        self.sync_samplers()
         return self.finish_step(step, began, collected, batch, metrics, train_s, time.perf_counter() - synced)
 
     def learn(self, step: int, collected: Collected, bound=None) -> tuple[dict[str, float], RolloutBatch, float]:
@@ -277,6 +299,8 @@ class Trainer:
             metrics.update({**self.advantage_metrics(batch), **advantage_stats})
             self.check_stop()
             self.backend.release_memory()  # a sampler sharing the GPU frees it for the update (vllm sleeps)
+            if self._sampler is not None and self._sampler is not self.backend:
+                self._sampler.release_memory()
             began_update = time.perf_counter()
             metrics.update(self.update(batch, step))
             train_s = time.perf_counter() - began_update
@@ -314,7 +338,7 @@ class Trainer:
     def collect(self, step: int) -> Collected:
         """generate -> reward -> filter, for as many rounds as the filter allows, until the batch is full; then
         the trainer's shared state sees the step's groups (gather, then commit)."""
-        return self.commit(self.gather(step, self.policy, self.backend, version=step - 1))
+        return self.commit(self.gather(step, self.policy, self.sampler, version=step - 1))
 
     def gather(self, step: int, policy, backend, version: int) -> Gathered:
         """The rollout stages of a step, sampled by `policy` (of version `version`) through `backend`.

@@ -16,11 +16,14 @@ def test_defaults_validate_and_hash_is_stable():
 
 def test_the_wall_time_limit_leaves_the_hash_alone():
     """resources.wall_time_s bounds the execution, not the computation: hashes from before it still hold."""
-    # RunConfig() since task.shortcut_share (a shared knob added with its default changes every
+    # RunConfig() since resources.executor and rollout_actors (a knob added with its default changes every
     # hash: the computation a config names now has one more choice, made explicit)
-    pinned = "99fd934d692e60ce58e5d4bc9181d1be00d4fbbce48c3312a268326d45fa30cd"
+    pinned = "6375772df3b375a58b7a486788bd794c09d8b8fd532d0db8158d98e5ed65cc20"
     assert RunConfig().config_hash() == pinned
     assert resolve({"resources": {"wall_time_s": 60}}).config_hash() == pinned
+    # where the actors are placed changes nothing they compute; how many there are does (one generator each)
+    assert resolve({"resources": {"actor_cpus": 0.5, "actor_gpus": 1, "nodes": 2}}).config_hash() == pinned
+    assert resolve({"resources": {"rollout_actors": 3}}).config_hash() != pinned
     assert resolve({"resources": {"wall_time_s": 60}}).resources.wall_time_s == 60
 
 

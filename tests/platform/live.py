@@ -38,10 +38,10 @@ def test_database_url() -> str:
 
 class Stack:
     """By default on the test database and the test Redis; a test may give its own (tests/platform/throwaway.py),
-    extra environment, and modules for the worker to import (`celery worker --include`)."""
+    extra environment, modules for the worker to import (`celery worker --include`) and the queues it serves."""
 
     def __init__(self, database_url: str | None = None, redis_url: str | None = None, env: dict | None = None,
-                 worker_include: str = "", name: str = ""):  # fmt: skip
+                 worker_include: str = "", name: str = "", queues: str = "cpu"):  # fmt: skip
         LOGS.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -50,7 +50,7 @@ class Stack:
         if redis_url:
             self.env["REDIS_URL"] = redis_url
         self.env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # the servers keep Django's guard
-        self.redis_url, self.worker_include, self.name = redis_url, worker_include, name
+        self.redis_url, self.worker_include, self.name, self.queues = redis_url, worker_include, name, queues
         self.web = self.worker = None
         self.worker_count = 0
 
@@ -80,7 +80,7 @@ class Stack:
         self.worker_count += 1
         include = ["--include", self.worker_include] if self.worker_include else []
         self.worker = self.spawn(f"{self.name}worker", [
-            sys.executable, "-m", "celery", "-A", "rolloutlab", "worker", "-Q", "cpu", "-P", "prefork", "-c", "1",
+            sys.executable, "-m", "celery", "-A", "rolloutlab", "worker", "-Q", self.queues, "-P", "prefork", "-c", "1",
             "--max-tasks-per-child", "1", "-n", f"test-worker-{self.worker_count}@%h", "--without-gossip",
             "--without-mingle", "-l", "info",  # as compose.yaml runs it
             *include,

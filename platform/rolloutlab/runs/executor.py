@@ -28,6 +28,7 @@ from rolloutlab.runs.models import Run, State
 from rolloutlab.runs.reporter import Heartbeat, PlatformReporter
 from workers import stopping
 from workers.config import RunConfig
+from workers.distributed import run_on_ray
 from workers.stopping import Cancelled
 from workers.trainer import Trainer
 
@@ -79,6 +80,12 @@ def train(run_id: int, reporter: PlatformReporter) -> None:
     run = Run.objects.get(id=run_id)
     cfg = RunConfig.model_validate(run.config)
     artifacts = Path(settings.STORAGE_ROOT) / "runs" / str(run_id)
+    if cfg.resources.executor == "ray":  # this process drives; a learner and rollout actors on the cluster train
+        try:
+            run_on_ray(cfg, reporter, artifacts_dir=artifacts)
+        except Cancelled:
+            reporter.status(State.CANCELLED, "cancelled while the run waited for room on the Ray cluster")
+        return
     try:
         trainer = Trainer(cfg, reporter, artifacts_dir=artifacts)  # builds (and warm-starts) the model
     except Cancelled:

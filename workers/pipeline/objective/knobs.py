@@ -56,7 +56,7 @@ class ObjectiveKnobs(Knobs):
         description="Where pi_old of the ratio comes from. sampler: the log-probabilities the rollout "
         "backend returned; recompute: one forward of the trainer's own before the first update (the "
         "sampler's kept for policy/sampler_logprob_diff and truncated-is's weight); auto: recompute unless "
-        "the policy is float32 and sampled by `hf`, where the two agree to rounding.",
+        "the policy is float32 and sampled in the learner's process by `hf`, where the two agree to rounding.",
     )
 
 

@@ -1,0 +1,167 @@
+"""Runs on Ray (workers/distributed.py), on a real local Ray cluster that this module starts with 2 CPUs.
+
+1. The shipped example with 2 rollout actors learns, to the single-process test's bar, with its
+   weights synced to the actors after every update (their log-probabilities match the learner's).
+2. A stop ends the run cancelled, and nothing of it stays on the cluster.
+3. kill -9 of a rollout actor fails the run within 60 s, naming the actor, its pid and host.
+4. The asynchronous trainer samples through the rollout actors too.
+5. The splitting of a call between actors, and the joining of their completions.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+
+import pytest
+import ray
+import torch
+
+from tests.conftest import REPO
+from workers.config import load_config, resolve
+from workers.distributed import RolloutActorLost, join, run_on_ray, share_of, split
+from workers.errors import ConfigError
+from workers.reporting import MemoryReporter
+from workers.rollout import Generations, StopRule
+
+pytestmark = pytest.mark.timeout(600)
+
+# the learner's 1 CPU and two actors' half CPUs fill the 2-CPU cluster exactly
+ON_RAY = ["resources.executor=ray", "resources.rollout_actors=2", "resources.threads=1", "resources.actor_cpus=0.5"]
+SMALL = {
+    "method": "grpo",
+    "model": {"hidden_size": 32, "layers": 2, "heads": 2, "warmup_steps": 150},
+    "task": {"name": "arith", "digits": 1, "operands": 2, "operators": "+-"},
+    "rollout": {"group_size": 4, "prompts_per_step": 4, "max_new_tokens": 4},
+    "schedule": {"steps": 10_000, "save_final": False},
+    "eval": {"every": 0, "size": 16},
+    "resources": {"device": "cpu", "executor": "ray", "rollout_actors": 2, "threads": 1, "actor_cpus": 0.5},
+}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    yield ray
+    ray.shutdown()
+
+
+def cluster_is_empty() -> bool:
+    """Every CPU free again: the run's placement group and actors are gone."""
+    return ray.available_resources().get("CPU", 0) == ray.cluster_resources()["CPU"]
+
+
+def test_the_example_learns_with_two_rollout_actors(cluster):
+    cfg = load_config(
+        REPO / "examples" / "grpo-arith.yaml",
+        ["schedule.steps=100", "schedule.time_limit_s=null", "schedule.save_final=false", "eval.every=100", *ON_RAY],
+    )
+    reporter = MemoryReporter()
+    assert run_on_ray(cfg, reporter) == "succeeded"
+    (_, before), (_, after) = reporter.series("eval/pass@1")
+    assert 0.10 <= before <= 0.50
+    assert after >= before + 0.10, (before, after)  # the single-process test's bar (test_learning.py)
+    rewards = [v for _, v in reporter.series("reward/mean")]
+    assert sum(rewards[-20:]) / 20 > sum(rewards[:20]) / 20 + 0.05
+    assert sum(line.startswith("rollout actor ") for line in reporter.lines) == 2
+    # the actors sample from copies: their log-probabilities agree with the learner's only if every update reached them
+    diffs = [v for _, v in reporter.series("policy/sampler_logprob_diff")]
+    assert len(diffs) == 100 and max(diffs) < 1e-4, max(diffs)
+    assert all(v > 0 for _, v in reporter.series("timing/sync_s"))
+    assert reporter.states[-1] == ("succeeded", "100 steps")
+    assert wait_for(cluster_is_empty, 30)
+
+
+def test_a_stop_cancels_the_run_and_frees_the_cluster(cluster):
+    reporter = MemoryReporter(stop_after=3)
+    assert run_on_ray(resolve(SMALL), reporter) == "cancelled"
+    assert reporter.states[-1][0] == "cancelled"
+    assert 3 <= len(reporter.metric_rows) <= 5  # the stop reached the learner within a step or two
+    assert wait_for(cluster_is_empty, 30)
+
+
+def test_a_killed_rollout_actor_fails_the_run_with_its_cause_within_60_seconds(cluster):
+    reporter, outcome = MemoryReporter(), {}
+
+    def drive():
+        try:
+            outcome["state"] = run_on_ray(resolve(SMALL), reporter)
+        except Exception as exc:  # noqa: BLE001 - the test reads what ended the run
+            outcome["error"] = exc
+
+    driver = threading.Thread(target=drive, daemon=True)
+    driver.start()
+    assert wait_for(lambda: len(reporter.metric_rows) >= 2, 120), reporter.lines
+    line = next(line for line in reporter.lines if line.startswith("rollout actor 1: pid "))
+    pid = int(line.split("pid ")[1].split()[0])
+    killed = time.monotonic()
+    os.kill(pid, signal.SIGKILL)
+    driver.join(60)
+    assert not driver.is_alive(), "the run hung after its rollout actor was killed"
+    print(f"the run failed {time.monotonic() - killed:.1f} s after the kill")
+    error = outcome.get("error")
+    assert isinstance(error, RolloutActorLost), outcome
+    assert f"rollout actor 1 (pid {pid} on " in str(error)
+    assert wait_for(cluster_is_empty, 30)
+
+
+def test_the_asynchronous_trainer_samples_through_the_rollout_actors(cluster):
+    cfg = resolve({**SMALL, "schedule": {"steps": 4, "save_final": False, "max_staleness": 1}})
+    reporter = MemoryReporter()
+    assert run_on_ray(cfg, reporter) == "succeeded"
+    assert [v for _, v in reporter.series("pipeline/async/staleness_max")] == [0.0, 1.0, 1.0, 1.0]
+    assert sum(line.startswith("rollout actor ") for line in reporter.lines) == 2  # one set, the pipeline's
+
+
+def test_a_missing_ray_is_a_config_error_naming_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # what `import ray` finds where the extra is not installed
+    with pytest.raises(ConfigError, match=r"rolloutlab\[ray\]"):
+        run_on_ray(resolve(SMALL), MemoryReporter())
+
+
+def test_ray_routes_the_run_to_the_ray_queue():
+    assert resolve(SMALL).queue() == "ray"
+    assert resolve({**SMALL, "resources": {"gpus": 1}}).queue() == "gpu"
+
+
+@pytest.mark.parametrize(
+    "counts, actors, shares",
+    [
+        ([4, 4, 4, 4], 2, [(0, 2), (2, 4)]),
+        ([4, 4, 4, 4], 4, [(0, 1), (1, 2), (2, 3), (3, 4)]),
+        ([4, 4], 3, [(0, 1), (1, 2)]),  # fewer prompts than actors: no empty share
+        ([1, 1, 1, 9], 2, [(0, 3), (3, 4)]),  # balanced by rows, not prompts
+        ([9, 1, 1, 1], 2, [(0, 1), (1, 4)]),
+        ([3], 2, [(0, 1)]),
+    ],
+)
+def test_a_call_is_split_into_contiguous_shares_balanced_by_rows(counts, actors, shares):
+    assert split(counts, actors) == shares
+
+
+def test_a_finished_rows_rule_is_scaled_to_each_share():
+    rule = StopRule(finished_rows=12)
+    assert share_of(rule, rows=8, total=16).finished_rows == 6
+    assert share_of(rule, rows=1, total=16).finished_rows == 1
+    assert share_of(None, 8, 16) is None
+
+
+def test_joined_completions_are_padded_to_the_longest_in_share_order():
+    short = Generations(torch.tensor([[5, 2]]), torch.tensor([[-1.0, -2.0]]), torch.ones(1, 2), torch.tensor([False]))
+    long = Generations(torch.tensor([[7, 8, 9]]), torch.full((1, 3), -0.5), torch.ones(1, 3), torch.tensor([True]))
+    joined = join([short, long], pad_id=0)
+    assert joined.tokens.tolist() == [[5, 2, 0], [7, 8, 9]]
+    assert joined.mask.tolist() == [[1, 1, 0], [1, 1, 1]]
+    assert joined.logprobs[0].tolist() == [-1.0, -2.0, 0.0] and joined.truncated.tolist() == [False, True]
+
+
+def wait_for(predicate, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()
