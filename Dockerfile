@@ -1,6 +1,6 @@
 # The image of the web server and the workers: docker compose up (see compose.yaml, docs/deploy.md).
 # TORCH selects the build: the default is the CPU wheel; the GPU worker is built with
-#   --build-arg EXTRAS=gpu --build-arg TORCH_INDEX=https://download.pytorch.org/whl/cu128
+#   --build-arg EXTRAS=gpu,ray --build-arg TORCH_INDEX=https://download.pytorch.org/whl/cu128
 FROM python:3.11-slim
 
 ARG EXTRAS=cpu

@@ -132,8 +132,11 @@ def place(ray, cfg, reporter):
 
     wanted = bundles(cfg)
     group = placement_group(wanted, strategy="SPREAD" if cfg.resources.nodes > 1 else "PACK")
-    deadline = time.monotonic() + PLACEMENT_TIMEOUT_S
+    deadline, waited = time.monotonic() + PLACEMENT_TIMEOUT_S, False
     while not ray.wait([group.ready()], timeout=0.5)[0]:
+        if not waited:
+            reporter.log(f"waiting for room on the Ray cluster: the run asks for {wanted}")
+            waited = True
         if reporter.should_stop() or time.monotonic() > deadline:
             ray.util.remove_placement_group(group)
             if reporter.should_stop():
