@@ -99,7 +99,8 @@ def connect(ray, cfg) -> bool:
             ray.init(address=address, logging_level="WARNING")
         else:
             cpus = max(os.cpu_count() or 1, math.ceil(sum(bundle.get("CPU", 0) for bundle in bundles(cfg))))
-            ray.init(num_cpus=cpus, include_dashboard=False, logging_level="WARNING")
+            # "local": a new cluster of the run's own, never one that `ray start` left on this machine
+            ray.init(address="local", num_cpus=cpus, include_dashboard=False, logging_level="WARNING")
     return True
 
 
@@ -295,6 +296,8 @@ class RolloutActors:
             reporter.log(f"rollout actor {i}: pid {pid} on {host}, {device}")
 
     def generate(self, prompts, n, params: SamplingParams, generator, limits=None, prefixes=None, stop=None):
+        if stop is not None and stop.abort is not None:
+            raise unshardable(stop)
         counts = [n] * len(prompts) if isinstance(n, int) else list(n)
         seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device))
         shares = split(counts, len(self.actors))
@@ -344,6 +347,17 @@ class RolloutActors:
             return ""
         host, pid, _ = places[i]
         return f" (pid {pid} on {host})"
+
+
+def unshardable(stop: StopRule) -> ConfigError:
+    """An abort rule reads every row of the call (which groups have finished, a budget over all of them): no actor
+    can apply it to its share alone."""
+    message = (
+        f"resources.executor 'ray' splits each generation between rollout actors, and {stop.asked_by()} stops rows "
+        "by a rule over the whole call (a StopRule's abort), which no actor can apply to its share; "
+        "use resources.executor: local with it"
+    )
+    return ConfigError(message, {"resources.executor": message})
 
 
 def cpu_copy(policy):

@@ -61,8 +61,6 @@ STATEFUL = {
     "xrpo": {},
     # the filter draws more rounds; two passes of two minibatches; an evaluation on the way
     "dapo": {"schedule": {"updates_per_batch": 2, "minibatches": 2}, "eval": {"every": 2}},
-    # the generate stage keeps unfinished completions in a pool across steps
-    "april": {},
 }
 
 
@@ -89,6 +87,18 @@ def test_max_staleness_0_drops_every_replayed_group():
     group_size = small_config().rollout.group_size
     assert [row[metric.ASYNC_DROPPED_SAMPLES] for row in rows] == [groups * group_size for groups in replayed]
     assert all(s == 0 for step in trainer.trained_staleness for s in step)
+
+
+@pytest.mark.parametrize("limit", [0, 1])
+def test_aprils_continued_rows_are_as_old_as_their_oldest_tokens(limit):
+    """APRIL continues unfinished completions at later steps: a row's version is that of the policy that began it,
+    so the bound drops a carried group once it is too old (k = 0: every carried group) and never trains it."""
+    rows, trainer = run(small_config(method="april", schedule={"steps": 6, "max_staleness": limit}))
+    carried = sum(row["pipeline/generate/resumed_rows"] for row in rows)
+    assert carried > 0  # groups were carried over to later steps
+    assert any(row[metric.ASYNC_DROPPED_SAMPLES] > 0 for row in rows)
+    assert all(0 <= s <= limit for step in trainer.trained_staleness for s in step)
+    assert all(row[metric.ASYNC_STALENESS_MAX] <= limit for row in rows)
 
 
 def test_max_staleness_2_never_lets_an_older_sample_reach_the_loss():

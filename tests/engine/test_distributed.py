@@ -44,7 +44,7 @@ SMALL = {
 
 @pytest.fixture(scope="module")
 def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
     yield ray
     ray.shutdown()
 
@@ -114,6 +114,13 @@ def test_the_asynchronous_trainer_samples_through_the_rollout_actors(cluster):
     assert run_on_ray(cfg, reporter) == "succeeded"
     assert [v for _, v in reporter.series("pipeline/async/staleness_max")] == [0.0, 1.0, 1.0, 1.0]
     assert sum(line.startswith("rollout actor ") for line in reporter.lines) == 2  # one set, the pipeline's
+
+
+def test_a_stop_rule_over_the_whole_call_is_refused_naming_its_component(cluster):
+    """APRIL stops rows once enough groups of the whole call have finished: no actor sees the whole call."""
+    with pytest.raises(ConfigError, match=r"workers\.pipeline\.generate\.april\..*resources\.executor: local"):
+        run_on_ray(resolve({**SMALL, "method": "april", "schedule": {"steps": 2}}), MemoryReporter())
+    assert wait_for(cluster_is_empty, 30)
 
 
 def test_a_missing_ray_is_a_config_error_naming_the_extra(monkeypatch):

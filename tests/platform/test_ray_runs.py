@@ -17,6 +17,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -52,6 +53,10 @@ def ray_cluster():
     except subprocess.TimeoutExpired:
         os.killpg(head.pid, signal.SIGKILL)
         head.wait(timeout=10)
+    # `ray start` notes its head for later ray.init() calls on this machine: it is gone now
+    current = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+    if current.exists() and current.read_text().strip().endswith(f":{port}"):
+        current.unlink()
 
 
 def ray_status(joining: dict) -> int:

@@ -82,6 +82,12 @@ class StopRule:
     every: int = 1
     wants_hidden: bool = False
 
+    def asked_by(self) -> str:
+        """Who asks to stop rows early, for an error of a backend that cannot."""
+        if self.abort is not None:
+            return f"{self.abort.__module__}.{self.abort.__qualname__}"
+        return f"a rule that stops every row once {self.finished_rows} have finished"
+
 
 class RolloutBackend(Protocol):
     def generate(

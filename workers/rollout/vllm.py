@@ -212,13 +212,7 @@ def load_weights(worker, weights) -> None:
 def unsupported(stop: StopRule) -> ConfigError:
     """An offline engine finishes every request it is given: nothing can cut its rows short while they grow."""
     message = (
-        f"rollout.backend 'vllm' cannot stop rows early, and {asked_by(stop)} asked to (a StopRule); "
+        f"rollout.backend 'vllm' cannot stop rows early, and {stop.asked_by()} asked to (a StopRule); "
         "use rollout.backend: hf with a component that stops rows early"
     )
     return ConfigError(message, {"rollout.backend": message})
-
-
-def asked_by(stop: StopRule) -> str:
-    if stop.abort is not None:
-        return f"{stop.abort.__module__}.{stop.abort.__qualname__}"
-    return f"a rule that stops every row once {stop.finished_rows} have finished"

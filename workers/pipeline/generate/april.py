@@ -43,6 +43,7 @@ class PooledGroup:
     prompt_ids: list[int]
     limit: int  # completion-length limit of its rows
     born_step: int  # the step whose policy began it
+    born_version: int  # that policy's version: the oldest of its rows' tokens were sampled by it
     rows: list[Completion]
 
     @property
@@ -89,7 +90,9 @@ class ActivePartialRollouts:
     def new_groups(ctx: StageContext, examples: list[Example], budget: Budget) -> list[PooledGroup]:
         sizes, limits = budget.sizes(len(examples)), budget.limits(len(examples))
         return [
-            PooledGroup(e, ctx.policy.encode_prompt(e.prompt), limit, ctx.step, [Completion() for _ in range(size)])
+            PooledGroup(
+                e, ctx.policy.encode_prompt(e.prompt), limit, ctx.step, ctx.version, [Completion() for _ in range(size)]
+            )  # fmt: skip
             for e, size, limit in zip(examples, sizes, limits)
         ]
 
@@ -170,6 +173,9 @@ class ActivePartialRollouts:
                 for g, row in rows
             ],
         )
+        # a continued row holds tokens of several versions: it is as old as its oldest (the asynchronous trainer's
+        # staleness bound drops it when that is too old)
+        batch.versions = torch.tensor([g.born_version for g, _ in rows], dtype=torch.long)
         batch.decoded_tokens = self.last["pipeline/generate/decoded_tokens"]
         return batch
 
