@@ -291,7 +291,7 @@ class RolloutActors:
                            **in_bundle(group, 1 + i)).remote(snapshot, cfg.rollout.backend, r.device, threads)
             for i in range(r.rollout_actors)
         ]  # fmt: skip
-        self.places = self.gather([actor.where.remote() for actor in self.actors])
+        self.places = self.gather([actor.where.remote() for actor in self.actors], PLACEMENT_TIMEOUT_S)
         for i, (host, pid, device) in enumerate(self.places):
             reporter.log(f"rollout actor {i}: pid {pid} on {host}, {device}")
 
@@ -324,14 +324,16 @@ class RolloutActors:
     def release_memory(self) -> None:
         self.gather([actor.release_memory.remote() for actor in self.actors])
 
-    def gather(self, calls: list) -> list:
+    def gather(self, calls: list, timeout_s: float | None = None) -> list:
         """The calls' results in order; a stop is answered while they run, and a dead actor named."""
         from ray.exceptions import RayActorError
 
-        pending = list(calls)
+        pending, deadline = list(calls), time.monotonic() + (timeout_s or math.inf)
         while pending:
             _, pending = self.ray.wait(pending, num_returns=len(pending), timeout=0.5)
             stopping.checkpoint()
+            if pending and time.monotonic() > deadline:
+                raise RuntimeError(f"{len(pending)} of {len(calls)} rollout actors did not start in {timeout_s:g} s")
         results = []
         for i, call in enumerate(calls):
             try:

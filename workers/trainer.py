@@ -179,10 +179,10 @@ class Trainer:
         return self._sampler
 
     def sync_samplers(self) -> None:
-        """Every backend of the learner's policy uses its current weights."""
-        self.sampler.sync_weights()
-        if self.sampler is not self.backend:
-            self.backend.sync_weights()
+        """Every backend of the learner's policy uses its current weights (a sampler not made yet needs none)."""
+        self.backend.sync_weights()
+        if self._sampler is not None and self._sampler is not self.backend:
+            self._sampler.sync_weights()
 
     def check_stop(self) -> None:
         stopping.checkpoint()

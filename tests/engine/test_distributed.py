@@ -114,6 +114,7 @@ def test_the_asynchronous_trainer_samples_through_the_rollout_actors(cluster):
     assert run_on_ray(cfg, reporter) == "succeeded"
     assert [v for _, v in reporter.series("pipeline/async/staleness_max")] == [0.0, 1.0, 1.0, 1.0]
     assert sum(line.startswith("rollout actor ") for line in reporter.lines) == 2  # one set, the pipeline's
+    assert all(v > 0 for _, v in reporter.series("timing/sync_s"))
 
 
 def test_a_stop_rule_over_the_whole_call_is_refused_naming_its_component(cluster):

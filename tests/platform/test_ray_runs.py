@@ -7,6 +7,7 @@ it through RAY_ADDRESS. It does not know the worker's code: what it sees is the 
 1. A run launched from the browser with executor: ray runs on the cluster (its rollout actors
    report where they are), its page draws live points while it runs, and Cancel stops it within 5 s.
 2. kill -9 of one of its rollout actors fails the run within 60 s, with the actor named as the cause.
+3. kill -9 of the worker driving it leaves the run lost, as a local run's, and frees the cluster.
 """
 
 from __future__ import annotations
@@ -75,7 +76,17 @@ def ray_stack(django_db_setup, django_db_blocker, ray_cluster):
 
 @pytest.fixture
 def on_ray(ray_stack, transactional_db):
+    if ray_stack.worker.poll() is not None:  # a test killed it
+        ray_stack.start_worker()
     return ray_stack
+
+
+def cpus_in_use(joining: dict) -> float:
+    """The CPUs the cluster's placement groups and actors hold now, as `ray status` reports them."""
+    env = {**os.environ, **joining}
+    out = subprocess.run([RAY, "status", f"--address={joining['RAY_ADDRESS']}"], env=env, capture_output=True,
+                         text=True, timeout=60).stdout  # fmt: skip
+    return float(re.search(r"([\d.]+)/[\d.]+ CPU", out).group(1))
 
 
 @pytest.fixture
@@ -133,16 +144,20 @@ def test_a_ray_run_launched_in_the_browser_streams_live_and_cancels_within_5_sec
         ("", "queued"), ("queued", "running"), ("running", "cancelled")]  # fmt: skip
 
 
-def test_a_killed_rollout_actor_fails_the_platform_run_with_its_cause_within_60_seconds(on_ray, alice):
+def launch_long_ray_run(stack, alice, name: str) -> int:
     from rolloutlab.accounts.models import ApiToken
 
     token = ApiToken.issue(alice, "tests")[1]
     config = {**SMALL_RUN, "schedule": {"steps": 100_000, "save_final": False}, "eval": {"every": 0, "size": 16},
               "resources": {"device": "cpu", "executor": "ray", "actor_cpus": 0.5}}  # fmt: skip
-    status, body = on_ray.api(token, "POST", "/api/runs", {"config": config, "name": "actor to kill"})
+    status, body = stack.api(token, "POST", "/api/runs", {"config": config, "name": name})
     assert status == 201, body
-    run_id = body["id"]
-    wait_until(lambda: Run.objects.get(id=run_id).step >= 2, 240, what="the run to train on Ray")
+    wait_until(lambda: Run.objects.get(id=body["id"]).step >= 2, 240, what="the run to train on Ray")
+    return body["id"]
+
+
+def test_a_killed_rollout_actor_fails_the_platform_run_with_its_cause_within_60_seconds(on_ray, alice):
+    run_id = launch_long_ray_run(on_ray, alice, "actor to kill")
     pid = actor_pids(run_id)[1]
     killed = time.time()
     os.kill(pid, signal.SIGKILL)
@@ -150,3 +165,16 @@ def test_a_killed_rollout_actor_fails_the_platform_run_with_its_cause_within_60_
     print(f"the run failed {time.time() - killed:.1f} s after its actor was killed")
     detail = Run.objects.get(id=run_id).detail
     assert detail.startswith("RolloutActorLost: rollout actor 1 (pid ") and f"pid {pid} on " in detail, detail
+
+
+def test_a_killed_driver_leaves_the_run_lost_and_nothing_of_it_on_the_cluster(on_ray, alice, ray_cluster):
+    """kill -9 of the worker that drives a Ray run: lost within the heartbeat timeout, as a local run; its
+    learner and actors are owned by the dead driver, so Ray removes them and frees the cluster."""
+    run_id = launch_long_ray_run(on_ray, alice, "driver to kill")
+    assert cpus_in_use(ray_cluster) == 3.0  # the learner's 2 and the actors' 0.5 each
+    on_ray.kill_worker()
+    killed = time.time()
+    wait_until(lambda: Run.objects.get(id=run_id).state == "lost", 60, interval=0.5, what="lost within 60 s")
+    assert "no heartbeat" in Run.objects.get(id=run_id).detail
+    print(f"the run was lost {time.time() - killed:.1f} s after its driver was killed")
+    wait_until(lambda: cpus_in_use(ray_cluster) == 0.0, 60, interval=2, what="the cluster to free the run's CPUs")
