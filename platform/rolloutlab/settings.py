@@ -231,6 +231,7 @@ RUN_LIMITS = {
     "steps": envint("LIMIT_STEPS", 100_000),
     "warmup_examples": envint("LIMIT_WARMUP_EXAMPLES", 10_000_000),  # model.warmup_steps x warmup_batch_size
     "threads": envint("LIMIT_THREADS", 64),
+    "rollout_actors": envint("LIMIT_ROLLOUT_ACTORS", 64),  # resources.rollout_actors of a run on Ray
     "wall_time_s": envint("LIMIT_WALL_TIME_S", 24 * 3600),  # resources.wall_time_s, and its value when unset
 }
 # A run's Celery task: soft time limit wall_time_s + grace (the run fails with a message), hard limit

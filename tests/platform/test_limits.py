@@ -28,6 +28,7 @@ def launch(client, **sections):
         ({"eval": {"size": 100, "samples": 1024}}, "eval.size"),
         ({"schedule": {"steps": 10**8}}, "schedule.steps"),
         ({"resources": {"device": "cpu", "wall_time_s": 25 * 3600}}, "resources.wall_time_s"),
+        ({"resources": {"device": "cpu", "executor": "ray", "rollout_actors": 1000}}, "resources.rollout_actors"),
     ],
 )
 def test_a_config_over_a_ceiling_is_refused_beside_its_field(alice_client, sections, field):

@@ -26,6 +26,7 @@ CEILINGS = {
     "warmup_examples": ("model.warmup_steps", lambda c: c.model.warmup_steps * c.model.warmup_batch_size,
                         "warm-start examples (warmup_steps x warmup_batch_size)"),
     "threads": ("resources.threads", lambda c: c.resources.threads, "CPU threads"),
+    "rollout_actors": ("resources.rollout_actors", lambda c: ray_actors(c), "rollout actors a run on Ray"),
     "wall_time_s": ("resources.wall_time_s", lambda c: c.resources.wall_time_s or 0, "seconds of wall time a run"),
 }  # fmt: skip
 
@@ -42,6 +43,11 @@ def time_limit_message(seconds: int) -> str:
         f"time limit: the run went over its wall time of {seconds:,} s (resources.wall_time_s, at most the "
         "deployment's LIMIT_WALL_TIME_S) and was stopped"
     )
+
+
+def ray_actors(cfg: RunConfig) -> int:
+    """The rollout actors a run places: none unless it runs on Ray."""
+    return cfg.resources.rollout_actors if cfg.resources.executor == "ray" else 0
 
 
 def tiny_size(cfg: RunConfig) -> int:
