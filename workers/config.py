@@ -337,6 +337,7 @@ class ResourcesConfig(Section):
                        "the rollout actors over them.")  # fmt: skip
     executor: Literal["local", "ray"] = Field(
         "local",
+        validate_default=True,  # checked against nodes when it is left out too
         description="local: one process trains and samples. ray: a learner and resources.rollout_actors rollout "
         "actors placed on a Ray cluster (RAY_ADDRESS, or a local one), weights sent to them after every update.",
     )
@@ -357,6 +358,16 @@ class ResourcesConfig(Section):
         description="Longest the run may take on a worker, in seconds, warm-start included; past it the run is "
         "stopped and fails. Unset: the deployment's ceiling (24 h unless its LIMIT_WALL_TIME_S says otherwise).",
     )  # fmt: skip
+
+    @field_validator("executor")
+    @classmethod
+    def _several_machines_need_ray(cls, executor: str, info) -> str:
+        nodes = info.data.get("nodes", 1)  # validated first: it is declared before
+        if nodes > 1 and executor != "ray":
+            raise ValueError(
+                f"'{executor}' runs on one machine, and nodes is {nodes}: use ray, which places work on them"
+            )
+        return executor
 
 
 # Fields that bound how a run is executed without changing what it computes: left out of the config

@@ -22,7 +22,9 @@ def test_the_wall_time_limit_leaves_the_hash_alone():
     assert RunConfig().config_hash() == pinned
     assert resolve({"resources": {"wall_time_s": 60}}).config_hash() == pinned
     # where the actors are placed changes nothing they compute; how many there are does (one generator each)
-    assert resolve({"resources": {"actor_cpus": 0.5, "actor_gpus": 1, "nodes": 2}}).config_hash() == pinned
+    assert resolve({"resources": {"actor_cpus": 0.5, "actor_gpus": 1}}).config_hash() == pinned
+    on_ray = resolve({"resources": {"executor": "ray"}}).config_hash()
+    assert resolve({"resources": {"executor": "ray", "nodes": 2}}).config_hash() == on_ray != pinned
     assert resolve({"resources": {"rollout_actors": 3}}).config_hash() != pinned
     assert resolve({"resources": {"wall_time_s": 60}}).resources.wall_time_s == 60
 

@@ -130,6 +130,12 @@ def test_a_missing_ray_is_a_config_error_naming_the_extra(monkeypatch):
         run_on_ray(resolve(SMALL), MemoryReporter())
 
 
+def test_several_machines_need_the_ray_executor():
+    with pytest.raises(ConfigError, match=r"resources\.executor: 'local' runs on one machine, and nodes is 2: use ray"):
+        resolve({"resources": {"nodes": 2}})
+    assert resolve({"resources": {"nodes": 2, "executor": "ray"}}).resources.nodes == 2
+
+
 def test_ray_routes_the_run_to_the_ray_queue():
     assert resolve(SMALL).queue() == "ray"
     assert resolve({**SMALL, "resources": {"gpus": 1}}).queue() == "gpu"
