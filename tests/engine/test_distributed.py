@@ -117,6 +117,22 @@ def test_the_asynchronous_trainer_samples_through_the_rollout_actors(cluster):
     assert all(v > 0 for _, v in reporter.series("timing/sync_s"))
 
 
+def test_the_command_line_runs_a_config_on_ray(cluster, tmp_path):
+    """`python -m workers run` with executor ray: the same files as a local run, the actors' lines in the log."""
+    import yaml
+
+    from workers.cli import main
+    from workers.reporting import read_metrics
+
+    config = tmp_path / "small.yaml"
+    config.write_text(yaml.safe_dump({**SMALL, "schedule": {"steps": 3, "save_final": False}}))
+    assert main(["run", str(config), "--out", str(tmp_path / "run"), "--no-progress"]) == 0
+    assert [row["step"] for row in read_metrics(tmp_path / "run" / "metrics.jsonl")] == [1, 2, 3]
+    log = (tmp_path / "run" / "log.txt").read_text()
+    assert "rollout actor 0: pid " in log and "rollout actor 1: pid " in log
+    assert (tmp_path / "run" / "environment.json").exists()  # written by the learner, where the driver reads it
+
+
 def test_a_stop_rule_over_the_whole_call_is_refused_naming_its_component(cluster):
     """APRIL stops rows once enough groups of the whole call have finished: no actor sees the whole call."""
     with pytest.raises(ConfigError, match=r"workers\.pipeline\.generate\.april\..*resources\.executor: local"):
