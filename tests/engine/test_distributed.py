@@ -75,11 +75,23 @@ def test_the_example_learns_with_two_rollout_actors(cluster):
     assert wait_for(cluster_is_empty, 30)
 
 
-def test_a_stop_cancels_the_run_and_frees_the_cluster(cluster):
-    reporter = MemoryReporter(stop_after=3)
+class StopClock(MemoryReporter):
+    """Asks to stop once 3 steps have arrived, and notes when it first did."""
+
+    asked_at: float | None = None
+
+    def should_stop(self):
+        if len(self.metric_rows) >= 3 and self.asked_at is None:
+            self.asked_at = time.monotonic()
+        return self.asked_at is not None
+
+
+def test_a_stop_cancels_the_run_within_seconds_and_frees_the_cluster(cluster):
+    reporter = StopClock()
     assert run_on_ray(resolve(SMALL), reporter) == "cancelled"
-    assert reporter.states[-1][0] == "cancelled"
-    assert 3 <= len(reporter.metric_rows) <= 5  # the stop reached the learner within a step or two
+    took = time.monotonic() - reporter.asked_at
+    assert reporter.states[-1][0] == "cancelled" and took < 5, took  # the platform's bar for a cancel
+    assert 3 <= len(reporter.metric_rows) < 10_000
     assert wait_for(cluster_is_empty, 30)
 
 
