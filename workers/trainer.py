@@ -454,10 +454,11 @@ class Trainer:
     def score(self, batch: RolloutBatch) -> None:
         """Run every reward function on every completion; the reward is their weighted sum."""
         lengths, truncated = batch.lengths.tolist(), batch.truncated.tolist()
+        groups = batch.group_index.tolist()  # once, not once a row (batch.example_of builds the whole index)
         parts = {name: [] for name in self.rewards}
         correct, answers = [], []
         for row, text in enumerate(batch.texts):
-            example = batch.example_of(row)
+            example = batch.examples[groups[row]]
             completion = Completion(text=text, length=int(lengths[row]), truncated=bool(truncated[row]))
             for name, (_, fn) in self.rewards.items():
                 parts[name].append(fn(example, completion))
