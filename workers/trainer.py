@@ -608,7 +608,7 @@ class Trainer:
         """log pi(o_t) of the completion tokens (B, T), at the sampling temperature; and the entropy (B, T).
 
         Two forwards: the chunk's distinct prompts (P rows), then its completions (B rows) attending to their
-        prompt's keys and values, repeated from the first (the gradient flows back through them). Causal
+        prompt's keys and values, gathered from the first's cache (the gradient flows back through them). Causal
         attention makes a prompt's states the same in every row that continues it, so this is the one-forward
         result over (B, L+T) without computing the prompt B/P times; the last completion token predicts
         nothing the loss reads, so it is not fed.
@@ -637,6 +637,7 @@ class Trainer:
                 use_cache=True,
             ).logits  # (B, T-1, V): completion position t predicts token t+1
             logits = torch.cat([logits, rest], dim=1)  # (B, T, V)
+        logits = logits[:, :length]  # (B, T, V) when T is 0 too: rows with no completion token have nothing to score
         logp_all = torch.log_softmax(logits.float() / self.cfg.rollout.temperature, dim=-1)
         logprobs = logp_all.gather(-1, completion[..., None])[..., 0]  # (B, T)
         entropy = None
