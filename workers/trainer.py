@@ -42,6 +42,7 @@ from workers.pipeline.objective.base import KL_ESTIMATORS, aggregator, off_polic
 from workers.pipeline.stages import LossInputs, StageContext, build_stages
 from workers.reporting import Reporter
 from workers.rollout import SamplingParams, build_backend
+from workers.rollout.hf import left_pad
 from workers.tasks import build_task
 from workers.tasks.rewards import Completion, build_rewards
 
@@ -453,10 +454,11 @@ class Trainer:
     def score(self, batch: RolloutBatch) -> None:
         """Run every reward function on every completion; the reward is their weighted sum."""
         lengths, truncated = batch.lengths.tolist(), batch.truncated.tolist()
+        groups = batch.group_index.tolist()  # once, not once a row (batch.example_of builds the whole index)
         parts = {name: [] for name in self.rewards}
         correct, answers = [], []
         for row, text in enumerate(batch.texts):
-            example = batch.example_of(row)
+            example = batch.examples[groups[row]]
             completion = Completion(text=text, length=int(lengths[row]), truncated=bool(truncated[row]))
             for name, (_, fn) in self.rewards.items():
                 parts[name].append(fn(example, completion))
@@ -580,37 +582,64 @@ class Trainer:
         return inputs
 
     def model_inputs(self, batch: RolloutBatch, rows: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The rows' prompts (left-padded) and completions (right-padded), attending to the `mask` (B, T) tokens."""
+        """The rows' prompts (left-padded, each distinct prompt once) and completions (right-padded), attending to
+        the `mask` (B, T) tokens.
+
+        A group's rows share their prompt, so the prompts are kept once per group (P rows) and `prompt_of` (B,)
+        says which one each row continues: token_logprobs runs the network over each prompt once, not once per row.
+        """
         device = self.device
-        prompts = [batch.prompt_ids[int(batch.group_index[r])] for r in rows]
-        width = max(len(p) for p in prompts)
-        prompt_ids = torch.full((len(rows), width), self.policy.pad_id, dtype=torch.long)
-        prompt_mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, p in enumerate(prompts):
-            prompt_ids[i, width - len(p) :] = torch.tensor(p)
-            prompt_mask[i, width - len(p) :] = 1
+        groups, prompt_of = torch.unique(batch.group_index[rows.cpu()], return_inverse=True)  # (P,), (B,)
+        prompt_ids, prompt_mask = left_pad([batch.prompt_ids[g] for g in groups.tolist()], self.policy.pad_id, device)
         completion = batch.tokens[rows.to(batch.tokens.device)].to(device)  # (B, T)
-        attention = torch.cat([prompt_mask.to(device), mask.long()], dim=1)  # (B, L+T)
+        prompt_of = prompt_of.to(device)
+        attention = torch.cat([prompt_mask[prompt_of], mask.long()], dim=1)  # (B, L+T)
         return {
-            "input_ids": torch.cat([prompt_ids.to(device), completion], dim=1),  # (B, L+T)
+            "prompt_ids": prompt_ids,  # (P, L)
+            "prompt_mask": prompt_mask,  # (P, L)
+            "prompt_of": prompt_of,  # (B,) the row of prompt_ids each row continues
             "attention_mask": attention,
-            "position_ids": (attention.cumsum(-1) - 1).clamp(min=0),
+            "position_ids": (attention.cumsum(-1) - 1).clamp(min=0),  # (B, L+T)
             "completion": completion,  # (B, T)
             "mask": mask,
         }
 
     def token_logprobs(self, model, inputs, chunk=None, with_entropy=False):
-        """log pi(o_t) of the completion tokens (B, T), at the sampling temperature; and the entropy (B, T)."""
+        """log pi(o_t) of the completion tokens (B, T), at the sampling temperature; and the entropy (B, T).
+
+        Two forwards: the chunk's distinct prompts (P rows), then its completions (B rows) attending to their
+        prompt's keys and values, gathered from the first's cache (the gradient flows back through them). Causal
+        attention makes a prompt's states the same in every row that continues it, so this is the one-forward
+        result over (B, L+T) without computing the prompt B/P times; the last completion token predicts
+        nothing the loss reads, so it is not fed.
+        """
         pick = (lambda x: x) if chunk is None else (lambda x: x[chunk])
-        width = inputs["completion"].shape[1]
-        logits = model(
-            input_ids=pick(inputs["input_ids"]),
-            attention_mask=pick(inputs["attention_mask"]),
-            position_ids=pick(inputs["position_ids"]),
-            logits_to_keep=width + 1,
-        ).logits[:, :-1]  # (B, T, V): position t predicts completion token t
+        completion, attention, positions = pick(inputs["completion"]), inputs["attention_mask"], inputs["position_ids"]
+        width, length = inputs["prompt_ids"].shape[1], completion.shape[1]
+        used, owner = torch.unique(pick(inputs["prompt_of"]), return_inverse=True)  # (P,), (B,)
+        prompt_mask = inputs["prompt_mask"][used]  # (P, L)
+        prefix = model(
+            input_ids=inputs["prompt_ids"][used],
+            attention_mask=prompt_mask,
+            position_ids=(prompt_mask.cumsum(-1) - 1).clamp(min=0),
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        logits = prefix.logits[:, -1][owner, None]  # (B, 1, V): the prompt's last position predicts token 0
+        if length > 1:
+            cache = prefix.past_key_values
+            cache.batch_select_indices(owner)
+            rest = model(
+                input_ids=completion[:, :-1],
+                attention_mask=pick(attention)[:, :-1],
+                position_ids=pick(positions)[:, width:-1],
+                past_key_values=cache,
+                use_cache=True,
+            ).logits  # (B, T-1, V): completion position t predicts token t+1
+            logits = torch.cat([logits, rest], dim=1)  # (B, T, V)
+        logits = logits[:, :length]  # (B, T, V) when T is 0 too: rows with no completion token have nothing to score
         logp_all = torch.log_softmax(logits.float() / self.cfg.rollout.temperature, dim=-1)
-        logprobs = logp_all.gather(-1, pick(inputs["completion"])[..., None])[..., 0]  # (B, T)
+        logprobs = logp_all.gather(-1, completion[..., None])[..., 0]  # (B, T)
         entropy = None
         if with_entropy:
             entropy = -(logp_all.exp() * logp_all).sum(-1)  # (B, T)

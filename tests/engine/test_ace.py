@@ -85,11 +85,12 @@ def test_with_a_kl_term_the_reference_runs_once_per_step_and_the_loss_reads_the_
     calls, forward = [], trainer.reference.forward
 
     def counted(*args, **kwargs):
-        calls.append(kwargs["input_ids"].shape[0])
+        calls.append("prompts" if kwargs.get("past_key_values") is None else "completions")
         return forward(*args, **kwargs)
 
     trainer.reference.forward = counted
     assert trainer.run() == "succeeded"
-    assert len(calls) == 2  # one forward a step, for the advantage stage; the KL term reuses it
+    # one pass a step (its prompts, then its completions), for the advantage stage; the KL term reuses it
+    assert calls == ["prompts", "completions"] * 2
     kl = [v for _, v in trainer.reporter.series("policy/kl_ref")]
     assert len(kl) == 2 and kl[0] < 1e-6  # the first update's policy is the reference

@@ -124,24 +124,28 @@ def test_a_bfloat16_policy_recomputes_and_starts_on_policy():
 def test_no_token_after_the_end_and_no_prompt_token_receives_gradient():
     """The loss reaches the network only through the logits that predict completion tokens up to
     and including the end-of-sequence token; padding on either side sends nothing back."""
-    cfg = small_config(model={"warmup_steps": 0}, task={"digits": 2, "operands": 3}, rollout={"prompts_per_step": 8})
+    cfg = small_config(
+        model={"warmup_steps": 0},
+        task={"digits": 2, "operands": 3},
+        rollout={"prompts_per_step": 8, "max_new_tokens": 8},  # long enough that some end before the last token
+    )
     trainer, batch = trainer_and_batch(cfg)
     model = trainer.policy.model
     rows = batch.in_loss.nonzero().flatten()
     inputs = trainer.training_inputs(batch, rows)
     inputs["advantages"] = torch.linspace(0.5, 1.5, len(rows))  # every row pushes (untrained, most are 0)
-    captured = {}
+    captured = {"embeddings": [], "logits": []}  # one per forward: the prompts', then the completions'
 
     def keep(name):
         def hook(module, args, output):
             output.retain_grad()
-            captured[name] = output
+            captured[name].append(output)
 
         return hook
 
     handles = [
-        model.get_input_embeddings().register_forward_hook(keep("embeddings")),  # (B, L+T, C)
-        model.get_output_embeddings().register_forward_hook(keep("logits")),  # (B, T+1, V)
+        model.get_input_embeddings().register_forward_hook(keep("embeddings")),  # (P, L, C), (B, T-1, C)
+        model.get_output_embeddings().register_forward_hook(keep("logits")),  # (P, 1, V), (B, T-1, V)
     ]
     model.train()
     logprobs, _ = trainer.token_logprobs(model, inputs)
@@ -151,14 +155,18 @@ def test_no_token_after_the_end_and_no_prompt_token_receives_gradient():
 
     mask = inputs["mask"] > 0  # (B, T)
     assert (~mask).any() and mask.any()
-    logit_grad = captured["logits"].grad.abs().sum(-1)  # (B, T+1): position t predicts completion token t
-    assert (logit_grad[:, :-1][mask] > 0).all()
-    assert (logit_grad[:, :-1][~mask] == 0).all() and (logit_grad[:, -1] == 0).all()
+    prompt_logits, completion_logits = (out.grad.abs().sum(-1) for out in captured["logits"])  # (P, 1), (B, T-1)
+    assert (prompt_logits > 0).all()  # a prompt's last position predicts its rows' first tokens
+    assert (completion_logits[mask[:, 1:]] > 0).all()  # completion position t predicts token t+1
+    assert (completion_logits[~mask[:, 1:]] == 0).all()
 
-    attended = inputs["attention_mask"] > 0  # (B, L+T): real prompt and completion tokens
-    embedding_grad = captured["embeddings"].grad.abs().sum(-1)  # (B, L+T)
-    assert (~attended).any()
-    assert (embedding_grad[~attended] == 0).all()  # left padding and everything after the end
+    prompt_embeddings, completion_embeddings = (out.grad.abs().sum(-1) for out in captured["embeddings"])
+    padding = inputs["prompt_mask"] == 0  # (P, L): left padding
+    assert padding.any()
+    assert (prompt_embeddings[padding] == 0).all() and (prompt_embeddings[~padding] > 0).all()
+    after_end = ~mask[:, :-1]  # (B, T-1): tokens after the end-of-sequence token (the last one is never fed)
+    assert after_end.any()
+    assert (completion_embeddings[after_end] == 0).all()
 
 
 def trainer_loss_inputs(trainer, logprobs, inputs):

@@ -37,7 +37,8 @@ class HFBackend:
         sizes = torch.tensor([n] * len(prompts) if isinstance(n, int) else list(n), dtype=torch.long)
         limits = torch.tensor(limits if limits is not None else [params.max_new_tokens] * len(prompts))
         was_training = model.training
-        model.eval()
+        if was_training:  # a mode switch walks every module; the model is most often in eval() already
+            model.eval()
         if prefixes is None or not any(prefixes):
             state = self.prefill_groups(prompts, sizes)
             prefixes = None
@@ -46,7 +47,8 @@ class HFBackend:
         done = len_of(prefixes, int(sizes.sum()))  # (N,) completion tokens each row already has
         budget = limits.repeat_interleave(sizes) - done  # (N,) tokens each row may still add
         new = self.decode(state, budget.to(state.logits.device), params, generator, stop)
-        model.train(was_training)
+        if was_training:
+            model.train()
         return new if prefixes is None else prepend(prefixes, new, self.policy.pad_id)
 
     def prefill(self, rows: list[list[int]]):
