@@ -59,6 +59,10 @@ class LearnerLost(RuntimeError):
     """The learner actor died: nothing of the run is left on the cluster."""
 
 
+class ArtifactOutOfReach(RuntimeError):
+    """The learner wrote a file where the driver cannot read it (a cluster without shared storage)."""
+
+
 def require_ray():
     try:
         import ray
@@ -201,6 +205,11 @@ def follow(ray, learner, reporter) -> str:
 
 def replay(events: list[tuple[str, tuple]], reporter) -> None:
     for method, args in events:
+        if method == "artifact" and not Path(args[0]).exists():
+            raise ArtifactOutOfReach(
+                f"the learner wrote {args[0]} on its machine, and this driver cannot read it: STORAGE_ROOT (the run's "
+                "artifacts directory) must be one directory shared by every machine of the cluster"
+            )
         getattr(reporter, method)(*args)
 
 

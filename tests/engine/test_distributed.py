@@ -22,7 +22,7 @@ import torch
 
 from tests.conftest import REPO
 from workers.config import load_config, resolve
-from workers.distributed import RolloutActorLost, join, run_on_ray, share_of, split
+from workers.distributed import ArtifactOutOfReach, RolloutActorLost, join, replay, run_on_ray, share_of, split
 from workers.errors import ConfigError
 from workers.reporting import MemoryReporter
 from workers.rollout import Generations, StopRule
@@ -189,6 +189,17 @@ def test_a_finished_rows_rule_is_scaled_to_each_share():
     assert share_of(rule, rows=8, total=16).finished_rows == 6
     assert share_of(rule, rows=1, total=16).finished_rows == 1
     assert share_of(None, 8, 16) is None
+
+
+def test_an_artifact_the_driver_cannot_read_names_the_shared_storage_it_needs(tmp_path):
+    """A learner on another machine writes its records there: without shared storage the driver says so."""
+    written = tmp_path / "environment.json"
+    written.write_text("{}")
+    reporter = MemoryReporter()
+    replay([("log", ("a line",)), ("artifact", (str(written), "environment"))], reporter)
+    assert reporter.lines == ["a line"] and reporter.artifacts == [(str(written), "environment")]
+    with pytest.raises(ArtifactOutOfReach, match="STORAGE_ROOT .* must be one directory shared by every machine"):
+        replay([("artifact", (str(tmp_path / "on-another-machine.json"), "environment"))], reporter)
 
 
 def test_joined_completions_are_padded_to_the_longest_in_share_order():
