@@ -294,6 +294,7 @@ class RolloutActors:
         self.ray, self.policy = ray, policy
         r = cfg.resources
         snapshot = ray.put(cpu_copy(policy))
+        self.places: list[tuple[str, int, str]] = []  # (host, pid, device) of each actor, once they are up
         worker, threads = ray.remote(RolloutWorker), max(1, int(r.actor_cpus))
         self.actors = [
             worker.options(num_cpus=r.actor_cpus, num_gpus=r.actor_gpus, runtime_env={"env_vars": env},
@@ -353,10 +354,9 @@ class RolloutActors:
         return results
 
     def describe(self, i: int) -> str:
-        places = getattr(self, "places", None)
-        if not places:
+        if not self.places:
             return ""
-        host, pid, _ = places[i]
+        host, pid, _ = self.places[i]
         return f" (pid {pid} on {host})"
 
 

@@ -179,11 +179,15 @@ class Trainer:
             self._sampler = self.sampler_for(self.policy) if self.samplers else self.backend
         return self._sampler
 
+    def own_backends(self) -> list:
+        """The backends of the learner's policy: its own, and its sampler once made, when that is another."""
+        made = self._sampler is not None and self._sampler is not self.backend
+        return [self.backend, self._sampler] if made else [self.backend]
+
     def sync_samplers(self) -> None:
         """Every backend of the learner's policy uses its current weights (a sampler not made yet needs none)."""
-        self.backend.sync_weights()
-        if self._sampler is not None and self._sampler is not self.backend:
-            self._sampler.sync_weights()
+        for backend in self.own_backends():
+            backend.sync_weights()
 
     def check_stop(self) -> None:
         stopping.checkpoint()
@@ -299,9 +303,8 @@ class Trainer:
             advantage_stats = self.compute_advantages(batch)
             metrics.update({**self.advantage_metrics(batch), **advantage_stats})
             self.check_stop()
-            self.backend.release_memory()  # a sampler sharing the GPU frees it for the update (vllm sleeps)
-            if self._sampler is not None and self._sampler is not self.backend:
-                self._sampler.release_memory()
+            for backend in self.own_backends():  # a sampler sharing the GPU frees it for the update (vllm sleeps)
+                backend.release_memory()
             began_update = time.perf_counter()
             metrics.update(self.update(batch, step))
             train_s = time.perf_counter() - began_update

@@ -20,7 +20,7 @@ import pytest
 import ray
 import torch
 
-from tests.conftest import REPO
+from tests.conftest import REPO, small_config
 from workers.config import load_config, resolve
 from workers.distributed import ArtifactOutOfReach, RolloutActorLost, join, replay, run_on_ray, share_of, split
 from workers.errors import ConfigError
@@ -31,15 +31,12 @@ pytestmark = pytest.mark.timeout(600)
 
 # the learner's 1 CPU and two actors' half CPUs fill the 2-CPU cluster exactly
 ON_RAY = ["resources.executor=ray", "resources.rollout_actors=2", "resources.threads=1", "resources.actor_cpus=0.5"]
-SMALL = {
-    "method": "grpo",
-    "model": {"hidden_size": 32, "layers": 2, "heads": 2, "warmup_steps": 150},
-    "task": {"name": "arith", "digits": 1, "operands": 2, "operators": "+-"},
-    "rollout": {"group_size": 4, "prompts_per_step": 4, "max_new_tokens": 4},
-    "schedule": {"steps": 10_000, "save_final": False},
-    "eval": {"every": 0, "size": 16},
-    "resources": {"device": "cpu", "executor": "ray", "rollout_actors": 2, "threads": 1, "actor_cpus": 0.5},
-}
+RAY = {"device": "cpu", "executor": "ray", "rollout_actors": 2, "threads": 1, "actor_cpus": 0.5}
+
+
+def on_ray(**sections):
+    """tests.conftest.small_config on the Ray cluster, training until stopped unless `schedule` says otherwise."""
+    return small_config(**{"schedule": {"steps": 10_000}, "resources": RAY, **sections})
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +85,7 @@ class StopClock(MemoryReporter):
 
 def test_a_stop_cancels_the_run_within_seconds_and_frees_the_cluster(cluster):
     reporter = StopClock()
-    assert run_on_ray(resolve(SMALL), reporter) == "cancelled"
+    assert run_on_ray(on_ray(), reporter) == "cancelled"
     took = time.monotonic() - reporter.asked_at
     assert reporter.states[-1][0] == "cancelled" and took < 5, took  # the platform's bar for a cancel
     assert 3 <= len(reporter.metric_rows) < 10_000
@@ -100,7 +97,7 @@ def test_a_killed_rollout_actor_fails_the_run_with_its_cause_within_60_seconds(c
 
     def drive():
         try:
-            outcome["state"] = run_on_ray(resolve(SMALL), reporter)
+            outcome["state"] = run_on_ray(on_ray(), reporter)
         except Exception as exc:  # noqa: BLE001 - the test reads what ended the run
             outcome["error"] = exc
 
@@ -121,7 +118,7 @@ def test_a_killed_rollout_actor_fails_the_run_with_its_cause_within_60_seconds(c
 
 
 def test_the_asynchronous_trainer_samples_through_the_rollout_actors(cluster):
-    cfg = resolve({**SMALL, "schedule": {"steps": 4, "save_final": False, "max_staleness": 1}})
+    cfg = on_ray(schedule={"steps": 4, "max_staleness": 1})
     reporter = MemoryReporter()
     assert run_on_ray(cfg, reporter) == "succeeded"
     assert [v for _, v in reporter.series("pipeline/async/staleness_max")] == [0.0, 1.0, 1.0, 1.0]
@@ -137,7 +134,7 @@ def test_the_command_line_runs_a_config_on_ray(cluster, tmp_path):
     from workers.reporting import read_metrics
 
     config = tmp_path / "small.yaml"
-    config.write_text(yaml.safe_dump({**SMALL, "schedule": {"steps": 3, "save_final": False}}))
+    config.write_text(yaml.safe_dump(on_ray(schedule={"steps": 3}).model_dump(mode="json")))
     assert main(["run", str(config), "--out", str(tmp_path / "run"), "--no-progress"]) == 0
     assert [row["step"] for row in read_metrics(tmp_path / "run" / "metrics.jsonl")] == [1, 2, 3]
     log = (tmp_path / "run" / "log.txt").read_text()
@@ -148,14 +145,14 @@ def test_the_command_line_runs_a_config_on_ray(cluster, tmp_path):
 def test_a_stop_rule_over_the_whole_call_is_refused_naming_its_component(cluster):
     """APRIL stops rows once enough groups of the whole call have finished: no actor sees the whole call."""
     with pytest.raises(ConfigError, match=r"workers\.pipeline\.generate\.april\..*resources\.executor: local"):
-        run_on_ray(resolve({**SMALL, "method": "april", "schedule": {"steps": 2}}), MemoryReporter())
+        run_on_ray(on_ray(method="april", schedule={"steps": 2}), MemoryReporter())
     assert wait_for(cluster_is_empty, 30)
 
 
 def test_a_missing_ray_is_a_config_error_naming_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # what `import ray` finds where the extra is not installed
     with pytest.raises(ConfigError, match=r"rolloutlab\[ray\]"):
-        run_on_ray(resolve(SMALL), MemoryReporter())
+        run_on_ray(on_ray(), MemoryReporter())
 
 
 def test_several_machines_need_the_ray_executor():
@@ -165,8 +162,8 @@ def test_several_machines_need_the_ray_executor():
 
 
 def test_ray_routes_the_run_to_the_ray_queue():
-    assert resolve(SMALL).queue() == "ray"
-    assert resolve({**SMALL, "resources": {"gpus": 1}}).queue() == "gpu"
+    assert on_ray().queue() == "ray"
+    assert small_config(resources={"gpus": 1}).queue() == "gpu"
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 
 import pytest
 
@@ -69,16 +70,22 @@ def chromium():
     del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
 
 
-@pytest.fixture
-def page(chromium, stack, tmp_path):
-    """A fresh browser context; any response >= 500 fails the test."""
-    context = chromium.new_context(base_url=stack.url)
+@contextmanager
+def browser_page(chromium, url: str):
+    """A page in a fresh browser context on `url`; any response >= 500 fails the test."""
+    context = chromium.new_context(base_url=url)
     page = context.new_page()
     failures = []
     page.on("response", lambda r: failures.append(f"{r.status} {r.url}") if r.status >= 500 else None)
     yield page
     context.close()
     assert not failures, failures
+
+
+@pytest.fixture
+def page(chromium, stack, tmp_path):
+    with browser_page(chromium, stack.url) as page:
+        yield page
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from rolloutlab.runs.models import LogLine, Run, Transition
-from tests.platform.conftest import SMALL_RUN
+from tests.platform.conftest import SMALL_RUN, browser_page
 from tests.platform.live import LOGS, Stack, free_port, wait_until
 from tests.platform.test_live_runs import log_in, page_state
 
@@ -91,13 +91,8 @@ def cpus_in_use(joining: dict) -> float:
 
 @pytest.fixture
 def ray_page(chromium, on_ray):
-    context = chromium.new_context(base_url=on_ray.url)
-    page = context.new_page()
-    failures = []
-    page.on("response", lambda r: failures.append(f"{r.status} {r.url}") if r.status >= 500 else None)
-    yield page
-    context.close()
-    assert not failures, failures
+    with browser_page(chromium, on_ray.url) as page:
+        yield page
 
 
 def actor_pids(run_id: int) -> dict[int, int]:
