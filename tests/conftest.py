@@ -8,31 +8,13 @@ from pathlib import Path
 import pytest
 from django.core.signals import got_request_exception
 
+from tests.configs import small_config  # noqa: F401  (re-exported: the tests import it from here)
+
 # One warm-start cache for the whole session, inside the checkout (ignored by git), so the
 # tiny models are built once per machine and every test after the first starts at once.
 os.environ.setdefault("ROLLOUTLAB_CACHE", str(Path(__file__).resolve().parent.parent / ".cache" / "rolloutlab"))
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def small_config(**sections):
-    """A RunConfig small enough to train a few steps in a second or two on one CPU core.
-
-    Keyword arguments are sections laid over the defaults, e.g. rollout={"group_size": 4}.
-    """
-    from workers.config import deep_merge, resolve
-
-    raw = {
-        "method": "grpo",
-        "model": {"hidden_size": 32, "layers": 2, "heads": 2, "warmup_steps": 150, "warmup_lr": 3e-3},
-        "task": {"name": "arith", "digits": 1, "operands": 2, "operators": "+-"},
-        "rollout": {"group_size": 4, "prompts_per_step": 4, "max_new_tokens": 4},
-        "schedule": {"steps": 3, "samples_per_step": 4, "save_final": False},
-        "eval": {"every": 0, "size": 16, "k": 2},
-        "optimizer": {"lr": 1e-3},
-        "resources": {"device": "cpu", "threads": 2},
-    }
-    return resolve(deep_merge(raw, sections))
 
 
 @pytest.fixture

@@ -350,8 +350,11 @@ class ResourcesConfig(Section):
         "resources.threads).",
     )  # fmt: skip
     actor_gpus: float = Field(
-        0.0, ge=0, le=64, description="With executor ray: GPUs each rollout actor reserves (a fraction shares one); "
-        "the learner reserves one when resources.gpus > 0.",
+        0.0, ge=0, le=64, description="With executor ray: GPUs each rollout actor reserves (a fraction shares one).",
+    )  # fmt: skip
+    learner_gpus: float = Field(
+        1.0, gt=0, le=1, description="With executor ray and resources.gpus > 0: the share of a GPU the learner "
+        "reserves; below 1 the rollout actors may share its GPU (e.g. 0.5, with two actors of 0.25 each).",
     )  # fmt: skip
     wall_time_s: int | None = Field(
         None, ge=1, le=10 * 365 * 24 * 3600,
@@ -372,7 +375,7 @@ class ResourcesConfig(Section):
 
 # Fields that bound how a run is executed without changing what it computes: left out of the config
 # hash, so that the hash of a config is the same whatever limit it ran under (and the pinned hashes hold).
-NOT_HASHED = {"resources": {"wall_time_s", "actor_cpus", "actor_gpus", "nodes"}}
+NOT_HASHED = {"resources": {"wall_time_s", "actor_cpus", "actor_gpus", "learner_gpus", "nodes"}}
 
 
 class RunConfig(Section):

@@ -123,7 +123,7 @@ def real_std_streams():
 def bundles(cfg) -> list[dict[str, float]]:
     """The placement group's bundles: the learner's first, then one per rollout actor."""
     r = cfg.resources
-    learner = {"CPU": float(r.threads), **({"GPU": 1.0} if r.gpus > 0 else {})}
+    learner = {"CPU": float(r.threads), **({"GPU": r.learner_gpus} if r.gpus > 0 else {})}
     actor = {"CPU": r.actor_cpus, **({"GPU": r.actor_gpus} if r.actor_gpus > 0 else {})}
     return [learner] + [dict(actor) for _ in range(r.rollout_actors)]
 
@@ -148,7 +148,7 @@ def place(ray, cfg, reporter):
                 raise stopping.Cancelled()
             raise RuntimeError(
                 f"the Ray cluster could not place the run in {PLACEMENT_TIMEOUT_S:g} s: it asks for {wanted} "
-                f"(resources.threads, rollout_actors, actor_cpus, actor_gpus); "
+                f"(resources.threads, learner_gpus, rollout_actors, actor_cpus, actor_gpus); "
                 f"the cluster has {ray.cluster_resources()}"
             )
     reporter.log(f"placed on Ray: learner {wanted[0]}, {len(wanted) - 1} rollout actors of {wanted[1]} each")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from tests.conftest import small_config
+from tests.configs import small_config
 from workers.errors import ConfigError
 from workers.models.policy import load_policy
 from workers.reporting import MemoryReporter

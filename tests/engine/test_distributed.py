@@ -22,7 +22,16 @@ import torch
 
 from tests.conftest import REPO, small_config
 from workers.config import load_config, resolve
-from workers.distributed import ArtifactOutOfReach, RolloutActorLost, join, replay, run_on_ray, share_of, split
+from workers.distributed import (
+    ArtifactOutOfReach,
+    RolloutActorLost,
+    bundles,
+    join,
+    replay,
+    run_on_ray,
+    share_of,
+    split,
+)
 from workers.errors import ConfigError
 from workers.reporting import MemoryReporter
 from workers.rollout import Generations, StopRule
@@ -164,6 +173,16 @@ def test_several_machines_need_the_ray_executor():
 def test_ray_routes_the_run_to_the_ray_queue():
     assert on_ray().queue() == "ray"
     assert small_config(resources={"gpus": 1}).queue() == "gpu"
+
+
+def test_the_learner_and_its_rollout_actors_can_share_one_gpu():
+    one_gpu = resolve(
+        {"resources": {"executor": "ray", "gpus": 1, "learner_gpus": 0.5, "rollout_actors": 2, "actor_gpus": 0.25}}
+    )
+    assert bundles(one_gpu) == [{"CPU": 2.0, "GPU": 0.5}, {"CPU": 1.0, "GPU": 0.25}, {"CPU": 1.0, "GPU": 0.25}]
+    cpu_run = on_ray(resources={**RAY, "learner_gpus": 0.5})
+    assert bundles(cpu_run)[0] == {"CPU": RAY["threads"]}  # a CPU run's learner asks for no GPU, whatever its share
+    assert one_gpu.config_hash() == resolve({"resources": {"executor": "ray", "gpus": 1}}).config_hash()  # placement
 
 
 @pytest.mark.parametrize(
