@@ -14,6 +14,7 @@ The suite runs over three backends:
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import types
 from dataclasses import dataclass
@@ -443,3 +444,16 @@ def test_vllm_without_a_cuda_device_is_refused_with_the_same_advice(policy, monk
     with pytest.raises(ConfigError, match=r"no CUDA device is visible") as refused:
         build_backend("vllm", policy)
     assert ".[gpu]" in str(refused.value)
+
+
+def test_the_engine_runs_in_process_with_vllms_own_sampler(monkeypatch):
+    """In process: weights are handed over by reference. vLLM's sampler: FlashInfer's returns no log-probabilities
+    after top-k/top-p (processed_logprobs), and the GPU machine's first run failed importing it when absent."""
+    from workers.rollout.vllm import load_vllm
+
+    monkeypatch.setitem(sys.modules, "vllm", types.ModuleType("vllm"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    for name in ("VLLM_ENABLE_V1_MULTIPROCESSING", "VLLM_USE_FLASHINFER_SAMPLER"):
+        monkeypatch.delenv(name, raising=False)
+    assert load_vllm() is sys.modules["vllm"]
+    assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0" and os.environ["VLLM_USE_FLASHINFER_SAMPLER"] == "0"

@@ -68,6 +68,9 @@ def load_vllm():
     # the engine in this process, not a child: sync_weights hands it the learner's tensors by reference
     # instead of serializing every weight to another process after each update
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    # FlashInfer's top-k/top-p sampler returns no log-probabilities after the narrowing, which
+    # processed_logprobs reports; vLLM's own sampler does (and FlashInfer need not be installed)
+    os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
     return vllm
 
 
