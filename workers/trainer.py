@@ -73,11 +73,30 @@ class Collected:
     # the prompt history's metrics and the collecting stages' own, as they were once the step's groups were seen:
     # the asynchronous trainer reports a batch some steps after it was collected
     observed: dict[str, float] = field(default_factory=dict)
+    # the samples stored for the inspector, described by the learner before its update (Trainer.pick_samples)
+    described: list[dict] | None = None
 
 
 # the stages that run while rollouts are collected (by the rollout thread, in the asynchronous trainer); the others
 # run in the learner
 COLLECT_STAGES = ("generate", "filter", "control")
+
+
+# decimals of the per-token log-probabilities and entropies stored with each sample
+SAMPLE_DIGITS = 4
+
+
+def whole_groups(batch: RolloutBatch, groups, budget: int) -> list[int]:
+    """The rows of `groups`, whole groups in order, while they fit in `budget` rows (the first one cut to fit)."""
+    rows: list[int] = []
+    for g in groups:
+        members = batch.rows_of([g])
+        if rows and len(rows) + len(members) > budget:
+            break
+        rows += members[: budget - len(rows)]
+        if len(rows) >= budget:
+            break
+    return rows
 
 
 def resolve_device(wanted: str) -> torch.device:
@@ -302,6 +321,8 @@ class Trainer:
         if batch.num_groups:
             advantage_stats = self.compute_advantages(batch)
             metrics.update({**self.advantage_metrics(batch), **advantage_stats})
+            if self.cfg.schedule.samples_per_step:  # stored now: their entropies under the policy that sampled them
+                collected.described = self.pick_samples(batch, collected.generated, with_entropy=True)
             self.check_stop()
             for backend in self.own_backends():  # a sampler sharing the GPU frees it for the update (vllm sleeps)
                 backend.release_memory()
@@ -332,7 +353,10 @@ class Trainer:
                 **self.system_metrics(),
             }
         )
-        self.reporter.samples(step, self.pick_samples(batch, collected.generated))
+        described = collected.described  # taken before the update, or (nothing trained) now
+        self.reporter.samples(
+            step, described if described is not None else self.pick_samples(batch, collected.generated)
+        )
         if self.cfg.eval.every and step % self.cfg.eval.every == 0:
             self.check_stop()
             metrics.update(self.evaluate(step))
@@ -768,35 +792,71 @@ class Trainer:
             metric.ADVANTAGE_LEFT_OUT: float((~batch.in_loss).sum()),
         }
 
-    def pick_samples(self, trained: RolloutBatch, generated: RolloutBatch) -> list[dict]:
-        """A bounded sample of this step's completions, each with what every stage did to it.
+    def pick_samples(self, trained: RolloutBatch, generated: RolloutBatch, with_entropy: bool = False) -> list[dict]:
+        """A bounded sample of this step's completions, whole groups, each sample with what every stage did to it.
 
-        Mostly samples that were trained on; up to a quarter are ones the filter dropped.
+        Whole groups, so the inspector shows a prompt's completions side by side: trained groups first, and up to
+        a quarter of the budget for groups the filter dropped. A group larger than the budget is cut short.
+        `with_entropy`: also each token's entropy under the learner's policy as it is now (called before the
+        update, that is the policy that sampled them, unless the asynchronous trainer sampled with an older one).
         """
         budget = self.cfg.schedule.samples_per_step
-        dropped = [r for r, note in enumerate(generated.notes) if note.get("filter", "").startswith("dropped")]
-        n_dropped = min(len(dropped), budget // 4 if trained.num_samples else budget)
-        n_trained = min(trained.num_samples, budget - n_dropped)
+        dropped = [g for g in range(generated.num_groups) if self.was_dropped(generated, g)]
+        dropped_rows = whole_groups(generated, dropped, budget // 4 if trained.num_samples else budget)
+        trained_rows = whole_groups(trained, range(trained.num_groups), budget - len(dropped_rows))
         advantages = trained.sample_advantages() if trained.advantages is not None else None
-        described = [self.describe_sample(trained, r, advantages) for r in range(n_trained)]
-        return described + [self.describe_sample(generated, r, None) for r in dropped[:n_dropped]]
+        # groups numbered in the order shown: the trained ones, then the dropped ones
+        number = {g: i for i, g in enumerate(dict.fromkeys(trained.group_index[trained_rows].tolist()))}
+        described = [self.describe_sample(trained, r, advantages, number[int(trained.group_index[r])])
+                     for r in trained_rows]  # fmt: skip
+        number = {g: len(number) + i for i, g in enumerate(dict.fromkeys(generated.group_index[dropped_rows].tolist()))}
+        described += [
+            self.describe_sample(generated, r, None, number[int(generated.group_index[r])]) for r in dropped_rows
+        ]
+        if with_entropy:
+            entropies = self.sample_entropies(trained, trained_rows) + self.sample_entropies(generated, dropped_rows)
+            for sample, entropy in zip(described, entropies):
+                sample["entropies"] = entropy
+        return described
 
     @staticmethod
-    def describe_sample(batch: RolloutBatch, row: int, advantages: torch.Tensor | None) -> dict:
-        """One sample for the inspector; `advantages` (N,) per sample, None for groups never trained on."""
+    def was_dropped(batch: RolloutBatch, group: int) -> bool:
+        return batch.notes[batch.offsets[group]].get("filter", "").startswith("dropped")
+
+    @torch.no_grad()
+    def sample_entropies(self, batch: RolloutBatch, rows: list[int]) -> list[list[float]]:
+        """Each row's per-token entropy (nats) of the learner's present policy, rounded for storage."""
+        if not rows:
+            return []
+        index = torch.tensor(rows)
+        mask = batch.mask[index.to(batch.mask.device)].to(self.device)
+        _, entropy = self.token_logprobs(self.policy.model, self.model_inputs(batch, index, mask), with_entropy=True)
+        lengths = mask.sum(-1).long().tolist()
+        return [[round(v, SAMPLE_DIGITS) for v in entropy[i, :n].tolist()] for i, n in enumerate(lengths)]
+
+    def describe_sample(self, batch: RolloutBatch, row: int, advantages: torch.Tensor | None, group: int) -> dict:
+        """One sample for the inspector; `advantages` (N,) per sample, None for groups never trained on.
+
+        `group` numbers the step's stored groups (a group's samples share it, whatever their prompts look like);
+        `tokens` and `logprobs` are the completion's tokens and the sampling policy's log-probability of each."""
         example = batch.example_of(row)
         used = advantages is not None and bool(batch.in_loss[row])
+        length = int(batch.mask[row].sum())
+        ids = batch.tokens[row, :length].tolist()
         return {
             "prompt": example.prompt,
             "answer": example.answer,
             "completion": batch.texts[row],
+            "group": group,
             "reward": float(batch.rewards[row]),
             "rewards": {name: float(v[row]) for name, v in batch.reward_parts.items()},
             "correct": bool(batch.correct[row]),
             "advantage": float(advantages[row]) if used else None,
-            "length": int(batch.mask[row].sum()),
+            "length": length,
             "truncated": bool(batch.truncated[row]),
             "stages": dict(batch.notes[row]),
+            "tokens": [self.policy.tokenizer.decode([i]) for i in ids],
+            "logprobs": [round(v, SAMPLE_DIGITS) for v in batch.logprobs[row, :length].tolist()],
         }
 
     def system_metrics(self) -> dict[str, float]:

@@ -207,44 +207,121 @@
   document.getElementById("metric-picker").addEventListener("change", (event) => {
     const key = event.target.value;
     if (event.target.checked) showChart(key); else hideChart(key);
+    saveChartChoice();
   });
 
+  // the choice is the user's for every run of this project (not on a shared link, which has no user)
+  async function saveChartChoice() {
+    if (share) return;
+    const keys = [...document.querySelectorAll("#metric-picker input:checked")].map((input) => input.value);
+    const csrf = document.cookie.split("; ").find((c) => c.startsWith("csrftoken="));
+    const response = await fetch(`/api/runs/${runId}/charts`, {
+      method: "PUT", headers: { "Content-Type": "application/json", "X-CSRFToken": csrf ? csrf.split("=")[1] : "" },
+      body: JSON.stringify({ keys }),
+    });
+    root.dataset.chartsSaved = response.ok ? keys.join(",") : "error";
+  }
+
   // ------------------------------------------------------------------ sample inspector
+  // A step's samples grouped by prompt group (the server groups, filters and pages them); each
+  // completion's tokens can be coloured by the sampling policy's log-probability or the entropy.
   const stepInput = document.getElementById("sample-step");
+  const showSelect = document.getElementById("sample-show");
+  const colourSelect = document.getElementById("token-colour");
   let sampleSteps = [];
+  let groupPage = 1;
+  let groupPages = 1;
 
   async function loadSamples(step) {
-    const query = step === null || step === "" ? "" : `?step=${encodeURIComponent(step)}`;
-    const response = await fetch(withShare(`/api/runs/${runId}/samples${query}`));
+    const params = new URLSearchParams({ show: showSelect.value, page: String(groupPage) });
+    if (step !== null && step !== "") params.set("step", step);
+    const response = await fetch(withShare(`/api/runs/${runId}/samples?${params}`));
     if (!response.ok) return;
     const data = await response.json();
     sampleSteps = data.steps;
+    groupPage = data.page;
+    groupPages = data.pages;
     if (data.step !== null) stepInput.value = data.step;
-    document.getElementById("sample-count").textContent = `${data.samples.length} samples · steps with samples: ${sampleSteps.length}`;
-    const body = document.querySelector("#samples tbody");
-    body.innerHTML = "";
-    for (const s of data.samples) {
-      const row = body.insertRow();
-      const cells = [
-        s.prompt, s.completion, s.answer,
-        (s.reward ?? 0).toFixed(3),
-        Object.entries(s.rewards || {}).map(([k, v]) => `${k}=${Number(v).toFixed(2)}`).join(" "),
-        s.advantage === null ? "—" : Number(s.advantage).toFixed(3),
-        Object.entries(s.stages || {}).map(([k, v]) => `${k}: ${v}`).join("\n"),
-      ];
-      for (const text of cells) row.insertCell().textContent = text;
-      row.cells[1].className = s.correct ? "correct" : "wrong";
+    document.getElementById("sample-count").textContent =
+      `${data.matching_samples} of ${data.samples.length} samples in ${data.matching_groups} groups · steps with samples: ${sampleSteps.length}`;
+    document.getElementById("group-page").textContent = `groups page ${groupPage} / ${groupPages}`;
+    renderGroups(data.groups);
+  }
+
+  function renderGroups(groups) {
+    const box = document.getElementById("sample-groups");
+    box.innerHTML = "";
+    for (const group of groups) {
+      const section = document.createElement("section");
+      section.className = "sample-group" + (group.dropped ? " dropped" : "");
+      const head = document.createElement("h3");
+      head.textContent = `${group.prompt} → ${group.answer}`;
+      const stats = document.createElement("span");
+      stats.className = "meta";
+      stats.textContent = ` · ${group.correct}/${group.size} correct · mean reward ${group.mean_reward.toFixed(3)}` +
+        (group.dropped ? " · dropped by the filter" : "");
+      head.appendChild(stats);
+      section.appendChild(head);
+      const table = document.createElement("table");
+      table.className = "samples";
+      table.innerHTML = "<thead><tr><th>completion</th><th>reward</th><th>rewards</th><th>advantage</th><th>length</th><th>pipeline</th></tr></thead>";
+      const body = table.createTBody();
+      for (const s of group.samples) {
+        const row = body.insertRow();
+        row.className = "sample";
+        const completion = row.insertCell();
+        completion.className = s.correct ? "correct" : "wrong";
+        completion.appendChild(completionView(s));
+        row.insertCell().textContent = (s.reward ?? 0).toFixed(3);
+        row.insertCell().textContent = Object.entries(s.rewards || {}).map(([k, v]) => `${k}=${Number(v).toFixed(2)}`).join(" ");
+        row.insertCell().textContent = s.advantage === null || s.advantage === undefined ? "—" : Number(s.advantage).toFixed(3);
+        row.insertCell().textContent = `${s.length ?? ""}${s.truncated ? " · truncated" : ""}`;
+        row.insertCell().textContent = Object.entries(s.stages || {}).map(([k, v]) => `${k}: ${v}`).join("\n");
+      }
+      section.appendChild(table);
+      box.appendChild(section);
     }
+  }
+
+  // the completion as text, or (colouring on, and the engine stored them) as one span per token whose
+  // shade grows with the token's surprise (-log p, up to 5 nats) or the entropy (up to 3 nats)
+  const SCALES = { logprob: { field: "logprobs", of: (v) => -v, max: 5, rgb: "192,57,43" },
+    entropy: { field: "entropies", of: (v) => v, max: 3, rgb: "48,86,211" } };
+  function completionView(sample) {
+    const scale = SCALES[colourSelect.value];
+    const values = scale && sample[scale.field];
+    if (!values || !sample.tokens) return document.createTextNode(sample.completion);
+    const span = document.createElement("span");
+    sample.tokens.forEach((token, i) => {
+      const piece = document.createElement("span");
+      piece.className = "token";
+      piece.textContent = token;
+      piece.dataset.value = String(values[i]);
+      const shade = Math.max(0, Math.min(1, scale.of(values[i]) / scale.max));
+      piece.style.backgroundColor = `rgba(${scale.rgb},${(0.75 * shade).toFixed(3)})`;
+      piece.title = `${scale.field === "logprobs" ? "log p" : "entropy"} ${Number(values[i]).toFixed(3)}`;
+      span.appendChild(piece);
+    });
+    return span;
   }
 
   function stepBy(direction) {
     const current = Number(stepInput.value);
     const candidates = direction < 0 ? sampleSteps.filter((s) => s < current) : sampleSteps.filter((s) => s > current);
+    groupPage = 1;
     if (candidates.length) loadSamples(direction < 0 ? candidates[candidates.length - 1] : candidates[0]);
+  }
+  function pageBy(direction) {
+    const next = Math.max(1, Math.min(groupPages, groupPage + direction));
+    if (next !== groupPage) { groupPage = next; loadSamples(stepInput.value); }
   }
   document.getElementById("sample-prev").addEventListener("click", () => stepBy(-1));
   document.getElementById("sample-next").addEventListener("click", () => stepBy(1));
-  stepInput.addEventListener("change", () => loadSamples(stepInput.value));
+  document.getElementById("group-prev").addEventListener("click", () => pageBy(-1));
+  document.getElementById("group-next").addEventListener("click", () => pageBy(1));
+  stepInput.addEventListener("change", () => { groupPage = 1; loadSamples(stepInput.value); });
+  showSelect.addEventListener("change", () => { groupPage = 1; loadSamples(stepInput.value); });
+  colourSelect.addEventListener("change", () => loadSamples(stepInput.value));
 
   // ------------------------------------------------------------------ start
   setProgress(Number(root.dataset.step), Number(root.dataset.trainSeconds));
@@ -255,7 +332,9 @@
   loadSamples(null);
   // while the run runs, the inspector follows the newest step until the user picks one
   let followLatest = true;
-  for (const id of ["sample-prev", "sample-next"]) document.getElementById(id).addEventListener("click", () => { followLatest = false; });
-  stepInput.addEventListener("change", () => { followLatest = false; });
+  for (const id of ["sample-prev", "sample-next", "group-prev", "group-next"]) {
+    document.getElementById(id).addEventListener("click", () => { followLatest = false; });
+  }
+  for (const input of [stepInput, showSelect]) input.addEventListener("change", () => { followLatest = false; });
   setInterval(() => { if (followLatest && root.dataset.state === "running") loadSamples(null); }, 5000);
 })();

@@ -52,3 +52,15 @@ class MetricBucket(models.Model):
     total = models.FloatField()
     low = models.FloatField()
     high = models.FloatField()
+
+
+class ChartChoice(models.Model):
+    """The metrics a user last chose to chart on the run pages of a project: every run of it opens with them."""
+
+    user = models.ForeignKey("auth.User", on_delete=models.CASCADE, related_name="chart_choices")
+    project = models.ForeignKey("runs.Project", on_delete=models.CASCADE, related_name="chart_choices")
+    keys = models.JSONField(default=list)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "project"], name="one_chart_choice_per_user_project")]

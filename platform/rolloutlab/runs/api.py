@@ -14,10 +14,24 @@ from pydantic import Field
 
 from rolloutlab.accounts.access import Action, get_run_for_user, project_for_launch
 from rolloutlab.accounts.auth import READERS
-from rolloutlab.inputs import MAX_ID, MetricNames, Name, ProjectName, RunId, Step, Strict, Tags, UserInputError, answers
+from rolloutlab.inputs import (
+    MAX_ID,
+    MetricName,
+    MetricNames,
+    Name,
+    ProjectName,
+    RunId,
+    Step,
+    Strict,
+    Tags,
+    UserInputError,
+    answers,
+)
 from rolloutlab.metrics.series import read_series, run_keys
 from rolloutlab.runs import external, services
+from rolloutlab.runs.inspector import Show, inspect_step
 from rolloutlab.runs.models import LogLine, Sample
+from rolloutlab.runs.presenters import save_chart_choice
 from rolloutlab.runs.queries import RunFilters, filtered_runs
 from rolloutlab.runs.serializers import run_json
 from rolloutlab.wire import ExternalRunIn, ExternalRunOut, FinishIn, PointsIn, SamplesIn, StoredOut
@@ -42,6 +56,13 @@ class SeriesQuery(Strict):
 
 class SamplesQuery(Strict):
     step: Step | None = Field(None, description="The step (the latest with samples if none)")
+    show: Show = Field("all", description="Only the groups holding samples of this kind, and only those samples")
+    page: int = Field(1, ge=1, le=100_000, description="The page of groups (past the last: the last)")
+    per_page: int = Field(10, ge=1, le=100, description="Groups per page")
+
+
+class ChartsIn(Strict):
+    keys: list[MetricName] = Field(max_length=50, description="The metrics to chart, in order")
 
 
 class LogsQuery(Strict):
@@ -129,7 +150,19 @@ def samples(request, run_id: RunId, query: Query[SamplesQuery]):
     steps = list(Sample.objects.filter(run=run).values_list("step", flat=True).distinct().order_by("step"))
     chosen = query.step if query.step is not None else (steps[-1] if steps else None)
     rows = [s.data for s in Sample.objects.filter(run=run, step=chosen)] if chosen is not None else []
-    return {"step": chosen, "steps": steps, "samples": rows}
+    return {
+        "step": chosen,
+        "steps": steps,
+        "samples": rows,
+        **inspect_step(rows, query.show, query.page, query.per_page),
+    }
+
+
+@router.put("/runs/{int:run_id}/charts", response=answers({200: dict[str, list[str]]}))
+def choose_charts(request, run_id: RunId, payload: ChartsIn):
+    """The metrics this user charts on the run pages of the run's project, remembered for every run of it."""
+    run = get_run_for_user(request.auth, run_id)
+    return {"keys": save_chart_choice(run, request.auth, list(dict.fromkeys(payload.keys)))}
 
 
 @router.get("/runs/{int:run_id}/logs", auth=READERS, response=answers({200: dict[str, list[dict[str, Any]]]}))

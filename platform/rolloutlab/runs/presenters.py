@@ -8,8 +8,9 @@ from django.utils import timezone
 
 from rolloutlab.accounts.models import ShareLink
 from rolloutlab.accounts.sharing import url_token
+from rolloutlab.metrics.models import ChartChoice
 from rolloutlab.metrics.series import run_keys
-from rolloutlab.runs.models import Kind, Run
+from rolloutlab.runs.models import Kind, Run, State
 from workers import metrics as metric
 from workers.config import RunConfig
 
@@ -18,13 +19,16 @@ DEFAULT_CHARTS = [metric.REWARD_MEAN, metric.PASS_AT_1, metric.LOSS, metric.ROLL
 ROW_METRICS = {"pass1_metric": metric.PASS_AT_1, "reward_metric": metric.REWARD_MEAN}
 
 
-def run_page_context(run: Run) -> dict:
+def run_page_context(run: Run, user=None) -> dict:
+    """What the run page shows; `user` (none on a shared link) opens it with the charts they last chose in the
+    run's project. A run that failed before recording a metric shows no empty charts."""
     keys = run_keys(run.id)
     return {
         "run": run,
         "config_yaml": yaml.safe_dump(run.config, sort_keys=False),
         "keys": keys,
-        "charts": [k for k in DEFAULT_CHARTS if k in keys] or DEFAULT_CHARTS,
+        "charts": chosen_charts(run, user, keys),
+        "failed": run.state in (State.FAILED, State.LOST),
         "default_charts": DEFAULT_CHARTS,
         "transitions": run.transitions.all(),
         "log_lines": list(run.log_lines.order_by("-id")[:200])[::-1],
@@ -33,6 +37,24 @@ def run_page_context(run: Run) -> dict:
         # an external run's config is its script's own JSON, not a RunConfig
         "eval_every": RunConfig.model_validate(run.config).eval.every if run.kind == Kind.TRAINER else 0,
     }
+
+
+def chosen_charts(run: Run, user, keys: list[str]) -> list[str]:
+    """The user's saved choice for the run's project, else the default charts this run has (all defaults while
+    it has none yet, so a starting run's charts fill in live); none for a failed run without metrics."""
+    saved = None
+    if user is not None and user.is_authenticated:
+        saved = ChartChoice.objects.filter(user=user, project_id=run.project_id).values_list("keys", flat=True).first()
+    if saved is not None:
+        return list(saved)
+    if run.state in (State.FAILED, State.LOST) and not keys:
+        return []
+    return [k for k in DEFAULT_CHARTS if k in keys] or DEFAULT_CHARTS
+
+
+def save_chart_choice(run: Run, user, keys: list[str]) -> list[str]:
+    ChartChoice.objects.update_or_create(user=user, project_id=run.project_id, defaults={"keys": keys})
+    return keys
 
 
 def live_share_links(run: Run) -> list[tuple[ShareLink, str]]:

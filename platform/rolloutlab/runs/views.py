@@ -112,7 +112,7 @@ def launch_warnings(request):
 @require_GET
 def run_detail(request, run_id: int):
     run = get_run_for_user(request.user, run_id, queryset=Run.objects.select_related("project", "owner", "parent"))
-    context = {**run_page_context(run), "share_links": live_share_links(run)}
+    context = {**run_page_context(run, request.user), "share_links": live_share_links(run)}
     return render(request, "runs/detail.html", context)
 
 

@@ -1,0 +1,191 @@
+"""The run page as a researcher reads it: samples grouped by prompt with filters, pages and token colours; the
+charts each user last chose in the project; a failed run's cause and log before anything else."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.test import Client
+
+from rolloutlab.accounts.models import Membership, Role
+from rolloutlab.metrics.ingest import write_points
+from rolloutlab.metrics.models import ChartChoice
+from rolloutlab.runs.inspector import inspect_step
+from rolloutlab.runs.models import Run, Sample
+from tests.conftest import project_of, small_config
+from tests.platform.test_live_runs import log_in
+from workers.reporting import MemoryReporter
+from workers.trainer import Trainer
+
+
+def sample(group, correct, **more):
+    return {"group": group, "prompt": f"p{group}", "answer": "1", "completion": "x", "reward": float(correct),
+            "correct": correct, "truncated": False, "stages": {}, **more}  # fmt: skip
+
+
+STEP = [
+    sample(0, True), sample(0, False), sample(0, False, truncated=True),
+    sample(1, False, stages={"filter": "dropped: zero variance"}),
+    sample(1, False, stages={"filter": "dropped: zero variance"}),
+    sample(2, True, stages={"advantage": "pivot: left out of the loss"}), sample(2, True),
+]  # fmt: skip
+
+
+def test_a_steps_samples_are_grouped_with_their_whole_groups_numbers():
+    view = inspect_step(STEP, "all", 1, 10)
+    assert [(g["prompt"], g["size"], g["correct"]) for g in view["groups"]] == [
+        ("p0", 3, 1),
+        ("p1", 2, 0),
+        ("p2", 2, 2),
+    ]
+    assert view["groups"][1]["dropped"] and not view["groups"][0]["dropped"]
+    assert view["groups"][0]["mean_reward"] == pytest.approx(1 / 3)
+
+
+@pytest.mark.parametrize(
+    "show, groups, samples",
+    [("correct", ["p0", "p2"], 3), ("wrong", ["p0", "p1"], 4), ("truncated", ["p0"], 1), ("dropped", ["p1"], 2),
+     ("pivot", ["p2"], 1)],
+)  # fmt: skip
+def test_a_filter_keeps_the_groups_holding_such_samples_and_only_those_samples(show, groups, samples):
+    view = inspect_step(STEP, show, 1, 10)
+    assert [g["prompt"] for g in view["groups"]] == groups
+    assert view["matching_samples"] == samples == sum(len(g["samples"]) for g in view["groups"])
+    assert view["groups"][0]["size"] == sum(s["group"] == view["groups"][0]["samples"][0]["group"] for s in STEP)
+
+
+def test_groups_come_a_page_at_a_time_and_a_page_past_the_end_is_the_last():
+    assert [g["prompt"] for g in inspect_step(STEP, "all", 2, 2)["groups"]] == ["p2"]
+    assert inspect_step(STEP, "all", 99, 2)["page"] == 2 and inspect_step(STEP, "all", 1, 2)["pages"] == 2
+
+
+def test_samples_stored_without_a_group_number_are_grouped_by_prompt():
+    old = [
+        {"prompt": "a", "answer": "1", "correct": True},
+        {"prompt": "b", "answer": "2"},
+        {"prompt": "a", "answer": "1"},
+    ]
+    assert [g["size"] for g in inspect_step(old, "all", 1, 10)["groups"]] == [2, 1]
+
+
+# ------------------------------------------------------------------ the engine's samples
+@pytest.fixture(scope="module")
+def engine_samples():
+    """Samples a real (tiny) training run stored: whole groups, tokens, log-probabilities and entropies."""
+    reporter = MemoryReporter()
+    cfg = small_config(schedule={"steps": 2, "samples_per_step": 8, "save_final": False})
+    Trainer(cfg, reporter).run()
+    return reporter.sample_rows
+
+
+def test_the_engine_stores_whole_groups_with_each_tokens_log_probability_and_entropy(engine_samples):
+    first = [s for s in engine_samples if s["step"] == 1]
+    assert len(first) == 8 and [s["group"] for s in first] == [0] * 4 + [1] * 4  # two whole groups of 4
+    assert len({s["prompt"] for s in first if s["group"] == 0}) == 1
+    for s in first:
+        assert len(s["tokens"]) == len(s["logprobs"]) == len(s["entropies"]) == s["length"]
+        assert all(lp <= 0 for lp in s["logprobs"]) and all(e >= 0 for e in s["entropies"])
+        assert "".join(s["tokens"]).startswith(s["completion"])  # the completion, then the end-of-sequence token
+
+
+def store(run, rows):
+    Sample.objects.bulk_create([Sample(run=run, step=r["step"], data=r) for r in rows])
+
+
+def make_run(owner, **fields):
+    fields = {"state": "succeeded", **fields}
+    config = small_config().model_dump(mode="json")
+    return Run.objects.create(project=project_of(owner), name="r", owner=owner, method="grpo", config=config,
+                              config_hash="0" * 64, **fields)  # fmt: skip
+
+
+@pytest.mark.django_db
+def test_the_samples_api_filters_and_pages_groups_and_refuses_an_unknown_filter(alice, alice_client, engine_samples):
+    run = make_run(alice)
+    store(run, engine_samples)
+    answer = alice_client.get(f"/api/runs/{run.id}/samples?step=1&per_page=1&page=2").json()
+    assert answer["pages"] == 2 and len(answer["groups"]) == 1 and answer["groups"][0]["samples"][0]["group"] == 1
+    refused = alice_client.get(f"/api/runs/{run.id}/samples?show=everything")
+    assert refused.status_code == 400 and "show" in refused.content.decode()
+    assert alice_client.get(f"/api/runs/{run.id}/samples?per_page=1000").status_code == 400
+
+
+# ------------------------------------------------------------------ the charts a user chose
+@pytest.mark.django_db
+def test_the_charts_chosen_on_one_run_open_every_run_of_the_project_for_that_user_only(alice, bob, alice_client):
+    first, second = make_run(alice), make_run(alice)
+    Membership.objects.create(team=first.project.team, user=bob, role=Role.VIEWER)
+    keys = ["policy/entropy", "reward/mean"]
+    saved = alice_client.put(
+        f"/api/runs/{first.id}/charts", json.dumps({"keys": keys}), content_type="application/json"
+    )
+    assert saved.status_code == 200 and saved.json() == {"keys": keys}
+    assert alice_client.get(f"/runs/{second.id}/").context["charts"] == keys
+    bobs = Client()
+    bobs.force_login(bob)
+    assert bobs.get(f"/runs/{second.id}/").context["charts"] != keys  # bob has not chosen: the defaults
+    assert ChartChoice.objects.get(user=alice).keys == keys
+
+
+@pytest.mark.django_db
+def test_a_chart_choice_is_bounded_and_typed(alice, alice_client):
+    run = make_run(alice)
+    too_many = json.dumps({"keys": [f"m/{i}" for i in range(51)]})
+    assert alice_client.put(f"/api/runs/{run.id}/charts", too_many, content_type="application/json").status_code == 400
+    hostile = json.dumps({"keys": ["<script>alert(1)</script>"]})
+    refused = alice_client.put(f"/api/runs/{run.id}/charts", hostile, content_type="application/json")
+    assert refused.status_code == 400 and not ChartChoice.objects.exists()
+
+
+@pytest.mark.django_db
+def test_another_teams_run_is_not_found_for_a_chart_choice(alice, bob):
+    run = make_run(alice)
+    bobs = Client()
+    bobs.force_login(bob)
+    body = json.dumps({"keys": ["reward/mean"]})
+    assert bobs.put(f"/api/runs/{run.id}/charts", body, content_type="application/json").status_code == 404
+
+
+# ------------------------------------------------------------------ a failed run
+@pytest.mark.django_db
+def test_a_failed_run_shows_its_cause_and_log_before_the_charts_and_no_empty_charts(alice, alice_client):
+    run = make_run(alice, state="failed", detail="CUDA out of memory in the update")
+    run.log_lines.create(text="step 3: loading the batch")
+    page = alice_client.get(f"/runs/{run.id}/").content.decode()
+    assert page.index('id="run-failure"') < page.index("<h2>Charts</h2>")
+    assert "CUDA out of memory in the update" in page and "step 3: loading the batch" in page
+    assert 'id="no-charts"' in page
+    write_points(run.id, [("reward/mean", 1, 0.5, 0.0)])
+    page = alice_client.get(f"/runs/{run.id}/").content.decode()
+    assert 'id="no-charts"' not in page
+
+
+# ------------------------------------------------------------------ in the browser
+@pytest.mark.timeout(300)
+def test_the_inspector_groups_filters_and_colours_tokens_in_the_browser(page, alice, stack, engine_samples):
+    run = make_run(alice)
+    store(run, engine_samples)
+    write_points(run.id, [("policy/entropy", 1, 0.5, 0.0)])
+    log_in(page, "alice", "alice-password")
+    page.goto(f"/runs/{run.id}/")
+    page.wait_for_selector(".sample-group")
+    last = [s for s in engine_samples if s["step"] == 2]
+    assert page.locator(".sample-group").count() == len({s["group"] for s in last})
+    page.select_option("#sample-show", "wrong")
+    wrong = [s for s in last if not s["correct"]]
+    page.wait_for_function(f"document.querySelectorAll('#sample-groups tr.sample').length === {len(wrong)}")
+    assert page.locator("#sample-groups td.correct").count() == 0
+    page.select_option("#token-colour", "entropy")
+    page.wait_for_selector("#sample-groups .token")
+    tokens = page.locator("#sample-groups tr.sample").first.locator(".token")
+    shown = tokens.evaluate_all("els => els.map(e => Number(e.dataset.value))")
+    assert shown == pytest.approx(wrong[0]["entropies"])  # the first wrong sample of the first group shown
+    shade = page.eval_on_selector("#sample-groups .token", "el => getComputedStyle(el).backgroundColor")
+    assert shade.startswith("rgba(48, 86, 211")
+    # a chart ticked here is the one every run of the project opens with, for alice
+    page.click("details.picker summary")
+    page.check("#metric-picker input[value='policy/entropy']")
+    page.wait_for_function("document.getElementById('run').dataset.chartsSaved?.includes('policy/entropy')")
+    assert "policy/entropy" in ChartChoice.objects.get(user=alice, project=run.project).keys
+    assert page.locator(".chart[data-key='policy/entropy']").count() == 1
