@@ -228,6 +228,9 @@ class RelayReporter:
     def samples(self, step, samples):
         self.events.append(("samples", (step, samples)))
 
+    def groups(self, step, groups):
+        self.events.append(("groups", (step, groups)))
+
     def log(self, line):
         self.events.append(("log", (line,)))
 

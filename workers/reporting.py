@@ -35,6 +35,8 @@ class Reporter(Protocol):
 
     def samples(self, step: int, samples: list[dict[str, Any]]) -> None: ...
 
+    def groups(self, step: int, groups: list[dict[str, Any]]) -> None: ...
+
     def log(self, line: str) -> None: ...
 
     def status(self, state: str, detail: str = "") -> None: ...
@@ -84,6 +86,10 @@ class JsonlReporter:
         for sample in samples:
             self._append("samples.jsonl", json.dumps({"step": step, **sample}))
 
+    def groups(self, step: int, groups: list[dict[str, Any]]) -> None:
+        for group in groups:
+            self._append("groups.jsonl", json.dumps({"step": step, **group}))
+
     def log(self, line: str) -> None:
         self._append("log.txt", line)
 
@@ -110,6 +116,7 @@ class MemoryReporter:
     def __init__(self, stop_after: int | None = None):
         self.metric_rows: list[dict[str, float]] = []
         self.sample_rows: list[dict[str, Any]] = []
+        self.group_rows: list[dict[str, Any]] = []
         self.lines: list[str] = []
         self.states: list[tuple[str, str]] = []
         self.artifacts: list[tuple[str, str]] = []
@@ -120,6 +127,9 @@ class MemoryReporter:
 
     def samples(self, step, samples):
         self.sample_rows.extend({"step": step, **s} for s in samples)
+
+    def groups(self, step, groups):
+        self.group_rows.extend({"step": step, **g} for g in groups)
 
     def log(self, line):
         self.lines.append(line)
@@ -161,6 +171,9 @@ class ProgressReporter:
     def samples(self, step, samples):
         pass
 
+    def groups(self, step, groups):
+        pass
+
     def log(self, line):
         self.bar.write(line, file=self.bar.fp)
 
@@ -189,6 +202,10 @@ class FanoutReporter:
     def samples(self, step, samples):
         for r in self.reporters:
             r.samples(step, samples)
+
+    def groups(self, step, groups):
+        for r in self.reporters:
+            r.groups(step, groups)
 
     def log(self, line):
         for r in self.reporters:

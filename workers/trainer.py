@@ -353,6 +353,7 @@ class Trainer:
                 **self.system_metrics(),
             }
         )
+        self.reporter.groups(step, self.group_outcomes(collected.generated))
         described = collected.described  # taken before the update, or (nothing trained) now
         self.reporter.samples(
             step, described if described is not None else self.pick_samples(batch, collected.generated)
@@ -818,6 +819,28 @@ class Trainer:
             for sample, entropy in zip(described, entropies):
                 sample["entropies"] = entropy
         return described
+
+    def group_outcomes(self, generated: RolloutBatch) -> list[dict]:
+        """Every group sampled this step, kept or dropped: its prompt, how many of its samples were correct, the
+        spread of its rewards and its completions' lengths (the run page's per-prompt and per-step views)."""
+        rewards, lengths = generated.rewards.tolist(), generated.lengths.tolist()
+        correct = generated.correct.tolist()
+        outcomes = []
+        for g, example in enumerate(generated.examples):
+            rows = generated.rows_of([g])
+            outcomes.append(
+                {
+                    "prompt": example.prompt,
+                    "answer": example.answer,
+                    "size": len(rows),
+                    "correct": sum(bool(correct[r]) for r in rows),
+                    "reward_min": min(rewards[r] for r in rows),
+                    "reward_max": max(rewards[r] for r in rows),
+                    "lengths": [int(lengths[r]) for r in rows],
+                    "kept": not self.was_dropped(generated, g),
+                }
+            )
+        return outcomes
 
     @staticmethod
     def was_dropped(batch: RolloutBatch, group: int) -> bool:

@@ -222,6 +222,66 @@
     root.dataset.chartsSaved = response.ok ? keys.join(",") : "error";
   }
 
+  // ------------------------------------------------------------------ rollout views
+  // The step's groups split into all-correct, all-wrong, other zero-variance and informative (these add up to
+  // all groups), with the share the filter dropped drawn over them; the completion-length distribution per
+  // step; each repeated prompt's pass rate each time it came back (from /api/runs/<id>/rollouts).
+  const GROUP_SERIES = ["groups/frac_all_correct", "groups/frac_all_wrong", "groups/frac_zero_std",
+    "pipeline/filter/dropped_groups", "pipeline/filter/kept_groups"];
+
+  async function loadRolloutViews() {
+    const [seriesResponse, viewsResponse] = await Promise.all([
+      fetch(withShare(`/api/runs/${runId}/series?keys=${GROUP_SERIES.join(",")}&points=500`)),
+      fetch(withShare(`/api/runs/${runId}/rollouts?columns=120`)),
+    ]);
+    if (seriesResponse.ok) drawGroups((await seriesResponse.json()).series);
+    if (viewsResponse.ok) {
+      const views = await viewsResponse.json();
+      drawHeatmap("length-chart", views.lengths.steps, views.lengths.lengths, views.lengths.z,
+        "completion length (tokens): share of each step's samples", "length", "Blues");
+      drawHeatmap("pass-rate-chart", views.pass_rates.steps, views.pass_rates.prompts, views.pass_rates.z,
+        "pass rate of each prompt seen more than once", "", "RdYlGn", { zmin: 0, zmax: 1 });
+      root.dataset.rolloutPrompts = String(views.pass_rates.prompts.length);
+    }
+  }
+
+  function drawGroups(series) {
+    const at = (key) => new Map((series[key]?.step || []).map((step, i) => [step, series[key].value[i]]));
+    const [correct, wrong, zero, dropped, kept] = GROUP_SERIES.map(at);
+    const steps = [...zero.keys()];
+    if (!steps.length) return;
+    const value = (map, step) => map.get(step) ?? 0;
+    const other = steps.map((s) => Math.max(0, value(zero, s) - value(correct, s) - value(wrong, s)));
+    const informative = steps.map((s) => Math.max(0, 1 - value(zero, s)));
+    const area = (name, y, color) => ({ x: steps, y, name, stackgroup: "groups", line: { width: 0.5, color } });
+    const traces = [
+      area("all correct", steps.map((s) => value(correct, s)), "#12b76a"),
+      area("all wrong", steps.map((s) => value(wrong, s)), "#f04438"),
+      area("other zero-variance", other, "#fdb022"),
+      area("informative", informative, "#98a2b3"),
+    ];
+    if (dropped.size) {
+      const share = steps.map((s) => value(dropped, s) / Math.max(1, value(dropped, s) + value(kept, s)));
+      traces.push({ x: steps, y: share, name: "dropped by the filter", mode: "lines", line: { color: "#101828", dash: "dot" } });
+    }
+    Plotly.react("groups-chart", traces, {
+      title: { text: "the step's groups", font: { size: 13 } }, margin: { l: 50, r: 10, t: 30, b: 30 },
+      yaxis: { range: [0, 1], title: { text: "share of groups" } }, xaxis: { title: { text: "step" } },
+      legend: { orientation: "h", y: -0.2 },
+    }, { displaylogo: false, responsive: true });
+  }
+
+  function drawHeatmap(id, x, y, z, title, yTitle, colorscale, range = {}) {
+    if (!x.length || !y.length) {
+      document.getElementById(id).textContent = `${title}: nothing recorded yet`;
+      return;
+    }
+    Plotly.react(id, [{ type: "heatmap", x, y, z, colorscale, hoverongaps: false, ...range }], {
+      title: { text: title, font: { size: 13 } }, margin: { l: 160, r: 10, t: 30, b: 30 },
+      xaxis: { title: { text: "step" } }, yaxis: { title: { text: yTitle }, automargin: true },
+    }, { displaylogo: false, responsive: true });
+  }
+
   // ------------------------------------------------------------------ sample inspector
   // A step's samples grouped by prompt group (the server groups, filters and pages them); each
   // completion's tokens can be coloured by the sampling policy's log-probability or the entropy.
@@ -330,6 +390,8 @@
     if (!FINAL.includes(root.dataset.state)) connect();
   });
   loadSamples(null);
+  loadRolloutViews();
+  setInterval(() => { if (root.dataset.state === "running") loadRolloutViews(); }, 15000);
   // while the run runs, the inspector follows the newest step until the user picks one
   let followLatest = true;
   for (const id of ["sample-prev", "sample-next", "group-prev", "group-next"]) {

@@ -10,7 +10,8 @@ from django.test import Client
 
 from rolloutlab.accounts.models import Membership, Role
 from rolloutlab.metrics.ingest import write_points
-from rolloutlab.metrics.models import ChartChoice
+from rolloutlab.metrics.models import ChartChoice, GroupOutcome
+from rolloutlab.metrics.rollouts import length_distribution, pass_rates
 from rolloutlab.runs.inspector import inspect_step
 from rolloutlab.runs.models import Run, Sample
 from tests.conftest import project_of, small_config
@@ -189,3 +190,77 @@ def test_the_inspector_groups_filters_and_colours_tokens_in_the_browser(page, al
     page.wait_for_function("document.getElementById('run').dataset.chartsSaved?.includes('policy/entropy')")
     assert "policy/entropy" in ChartChoice.objects.get(user=alice, project=run.project).keys
     assert page.locator(".chart[data-key='policy/entropy']").count() == 1
+
+
+# ------------------------------------------------------------------ rollout views
+def outcome(run, step, prompt, correct, size=4, lengths=(3, 3, 5, 9)):
+    return GroupOutcome(run=run, step=step, prompt=prompt, answer="1", size=size, correct=correct, reward_min=0.0,
+                        reward_max=float(correct > 0), lengths=list(lengths), kept=True)  # fmt: skip
+
+
+@pytest.mark.django_db
+def test_a_prompt_seen_at_several_steps_gets_its_pass_rate_per_step_bin(alice):
+    run = make_run(alice)
+    GroupOutcome.objects.bulk_create(
+        [outcome(run, 1, "a", 1), outcome(run, 2, "a", 3), outcome(run, 2, "b", 4), outcome(run, 9, "a", 4),
+         outcome(run, 3, "once", 2)]
+    )  # fmt: skip
+    view = pass_rates(run.id, columns=100)
+    assert view["prompts"] == ["a → 1"]  # b and once were seen at one step only
+    assert view["steps"] == [1, 2, 9] and view["z"] == [[0.25, 0.75, 1.0]]
+    binned = pass_rates(run.id, columns=3)  # steps 1-3, 4-6, 7-9
+    assert binned["width"] == 3 and binned["steps"] == [1, 7] and binned["z"] == [[pytest.approx(4 / 8), 1.0]]
+
+
+@pytest.mark.django_db
+def test_each_step_bins_completion_lengths_into_shares_of_its_samples(alice):
+    run = make_run(alice)
+    GroupOutcome.objects.bulk_create(
+        [outcome(run, 1, "a", 1, lengths=(2, 2, 4, 4)), outcome(run, 2, "a", 1, lengths=(4,) * 4)]
+    )
+    view = length_distribution(run.id, columns=100)
+    assert view["steps"] == [1, 2] and view["lengths"] == [0, 1, 2, 3, 4]
+    assert [row[0] for row in view["z"]] == [0, 0, 0.5, 0, 0.5] and [row[1] for row in view["z"]] == [0, 0, 0, 0, 1.0]
+
+
+@pytest.mark.django_db
+def test_the_engine_reports_every_group_it_sampled_and_the_platform_stores_them(alice):
+    from rolloutlab.runs.reporter import PlatformReporter
+
+    reporter = MemoryReporter()
+    Trainer(small_config(schedule={"steps": 2, "save_final": False}), reporter).run()
+    assert len(reporter.group_rows) == 2 * 4  # 4 prompts a step
+    assert all(0 <= g["correct"] <= g["size"] == len(g["lengths"]) == 4 for g in reporter.group_rows)
+    run = make_run(alice)
+    platform = PlatformReporter(run.id)
+    try:
+        platform.groups(1, [{k: v for k, v in g.items() if k != "step"} for g in reporter.group_rows[:4]])
+    finally:
+        platform.close()
+    assert GroupOutcome.objects.filter(run=run, step=1).count() == 4
+
+
+@pytest.mark.django_db
+def test_the_rollout_views_endpoint_is_bounded_and_scoped(alice, bob, alice_client):
+    run = make_run(alice)
+    assert alice_client.get(f"/api/runs/{run.id}/rollouts?columns=5000").status_code == 400
+    assert set(alice_client.get(f"/api/runs/{run.id}/rollouts").json()) == {"pass_rates", "lengths"}
+    bobs = Client()
+    bobs.force_login(bob)
+    assert bobs.get(f"/api/runs/{run.id}/rollouts").status_code == 404
+
+
+@pytest.mark.timeout(300)
+def test_the_per_prompt_pass_rate_view_draws_each_repeated_prompt_in_the_browser(page, alice, stack):
+    run = make_run(alice)
+    GroupOutcome.objects.bulk_create(
+        [outcome(run, s, p, (s + i) % 5) for s in range(1, 21) for i, p in enumerate("abc")]
+    )
+    log_in(page, "alice", "alice-password")
+    page.goto(f"/runs/{run.id}/")
+    page.wait_for_function("document.getElementById('run').dataset.rolloutPrompts === '3'")
+    drawn = page.eval_on_selector(
+        "#pass-rate-chart", "el => [el.data[0].type, el.data[0].y.length, el.data[0].x.length]"
+    )
+    assert drawn == ["heatmap", 3, 20]
+    assert page.eval_on_selector("#length-chart", "el => el.data[0].type") == "heatmap"

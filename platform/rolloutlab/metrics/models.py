@@ -64,3 +64,22 @@ class ChartChoice(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["user", "project"], name="one_chart_choice_per_user_project")]
+
+
+class GroupOutcome(models.Model):
+    """One group a run sampled at a step, kept or dropped: the rows behind the run page's rollout views (per-prompt
+    pass rates over training, the completion-length distribution per step)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="group_outcomes")
+    step = models.IntegerField()
+    prompt = models.TextField()
+    answer = models.TextField(blank=True, default="")
+    size = models.IntegerField()
+    correct = models.IntegerField()
+    reward_min = models.FloatField()
+    reward_max = models.FloatField()
+    lengths = models.JSONField(default=list)  # each sample's completion length, in tokens
+    kept = models.BooleanField(default=True)  # False: the filter dropped the group
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "step"])]

@@ -27,6 +27,7 @@ from rolloutlab.inputs import (
     UserInputError,
     answers,
 )
+from rolloutlab.metrics.rollouts import length_distribution, pass_rates
 from rolloutlab.metrics.series import read_series, run_keys
 from rolloutlab.runs import external, services
 from rolloutlab.runs.inspector import Show, inspect_step
@@ -63,6 +64,10 @@ class SamplesQuery(Strict):
 
 class ChartsIn(Strict):
     keys: list[MetricName] = Field(max_length=50, description="The metrics to chart, in order")
+
+
+class RolloutsQuery(Strict):
+    columns: int = Field(100, ge=2, le=1000, description="Step bins of the views (at most)")
 
 
 class LogsQuery(Strict):
@@ -156,6 +161,13 @@ def samples(request, run_id: RunId, query: Query[SamplesQuery]):
         "samples": rows,
         **inspect_step(rows, query.show, query.page, query.per_page),
     }
+
+
+@router.get("/runs/{int:run_id}/rollouts", auth=READERS, response=answers({200: dict[str, Any]}))
+def rollouts(request, run_id: RunId, query: Query[RolloutsQuery]):
+    """Per-prompt pass rates over training and the completion-length distribution per step."""
+    run = get_run_for_user(request.auth, run_id)
+    return {"pass_rates": pass_rates(run.id, query.columns), "lengths": length_distribution(run.id, query.columns)}
 
 
 @router.put("/runs/{int:run_id}/charts", response=answers({200: dict[str, list[str]]}))

@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from rolloutlab.metrics import finite
 from rolloutlab.metrics.ingest import write_columns
+from rolloutlab.metrics.models import GroupOutcome
 from rolloutlab.metrics.realtime import notify, publish_points
 from rolloutlab.runs import lifecycle
 from rolloutlab.runs.models import Artifact, LogLine, Run, Sample, State
@@ -121,6 +122,16 @@ class PlatformReporter:
             Sample.objects.bulk_create(rows)
 
         self.retry.call(write, f"samples of step {step}")
+
+    def groups(self, step: int, groups: list[dict]) -> None:
+        rows = [GroupOutcome(run_id=self.run_id, step=step, **g) for g in groups]
+
+        def write(attempt: int) -> None:
+            if attempt and GroupOutcome.objects.filter(run_id=self.run_id, step=step).exists():
+                return  # the first try committed; only its answer was lost
+            GroupOutcome.objects.bulk_create(rows)
+
+        self.retry.call(write, f"group outcomes of step {step}")
 
     def log(self, line: str) -> None:
         self._log_lines([line])
