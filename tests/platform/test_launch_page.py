@@ -161,3 +161,47 @@ def test_a_preset_brings_its_papers_schedule_and_the_form_names_its_objective_wh
     assert alice_client.post("/runs/launch/warnings/", values).json() == {"warnings": []}  # errors are the form's
     assert Run.objects.count() == 0
     assert Client().post("/runs/launch/warnings/", values).status_code == 302  # anonymous: to the login
+
+
+# ------------------------------------------------------------------ presets and the YAML editor
+def test_each_presets_differences_from_grpo_are_exactly_what_it_changes():
+    from rolloutlab.runs.forms import preset_values
+
+    values = preset_values()
+    assert values["presets"]["grpo"] == {}
+    dapo = values["presets"]["dapo"]
+    assert dapo["filter.name"] == "dynamic-sampling" and values["base"]["filter.name"] == "none"
+    assert all(values["base"][name] != value for name, value in dapo.items())
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("a: &x [1]\nb: *x\n", "anchors and aliases"),
+        ("- 1\n- 2\n", "a mapping of sections"),
+        ("rollout: {group_size: [\n", "not valid YAML at line"),
+        ("x" * 100_001, "at most 100000 characters"),
+    ],
+)
+def test_the_yaml_editor_refuses_what_is_not_a_bounded_plain_mapping(alice_client, text, problem):
+    answer = alice_client.post("/runs/launch/check/", {"config_yaml": text})
+    assert answer.status_code == 200 and problem in answer.json()["errors"]["config_yaml"]
+    launched = alice_client.post("/runs/launch/", {"mode": "yaml", "config_yaml": text, "project": "p"})
+    assert launched.status_code == 400 and not Run.objects.exists()
+
+
+def test_a_valid_yaml_config_comes_back_as_every_form_fields_value(alice_client):
+    text = "method: dapo\nrollout: {group_size: 6}\n"
+    answer = alice_client.post("/runs/launch/check/", {"config_yaml": text}).json()
+    assert answer["errors"] == {} and answer["method"] == "dapo"
+    assert answer["values"]["rollout.group_size"] == "6" and answer["values"]["filter.name"] == "dynamic-sampling"
+    wrong = alice_client.post("/runs/launch/check/", {"config_yaml": "rollout: {group_size: -2}\n"}).json()
+    assert set(wrong["errors"]) == {"rollout.group_size"}
+
+
+def test_the_form_turns_into_the_yaml_it_launches(alice_client):
+    page = alice_client.get("/runs/launch/?method=rloo")
+    as_yaml = alice_client.post("/runs/launch/yaml/", form_values(page.content.decode())).json()["yaml"]
+    assert "method: rloo" in as_yaml
+    launched = alice_client.post("/runs/launch/", {"mode": "yaml", "config_yaml": as_yaml, "project": "p"})
+    assert launched.status_code == 302 and Run.objects.get().config["method"] == "rloo"

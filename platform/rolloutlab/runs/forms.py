@@ -12,10 +12,12 @@ sends only the chosen component's knobs.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
 from pydantic import Field, ValidationError
 
 from rolloutlab.accounts.access import get_run_for_user
@@ -26,6 +28,7 @@ from workers.config import METHODS, STAGE_DEFAULTS, json_schema, resolve
 from workers.errors import ConfigError
 
 MAX_JSON_FIELD = 20_000  # characters of one JSON knob (e.g. reward weights)
+MAX_YAML = 100_000  # characters of a whole config pasted in the YAML editor
 
 SCHEMA = json_schema()
 SECTION_ORDER = [
@@ -49,6 +52,12 @@ class FormField:
     step: str = "any"
     components: list[str] = field(default_factory=list)  # stage knobs: the components that own it
     limit: str = ""  # the deployment's ceiling on this knob, if any
+    descriptions: dict[str, str] = field(default_factory=dict)  # a component select: each choice's one line
+
+    @property
+    def form_value(self) -> str | bool:
+        """What the form's input holds for this value: checked or not, else its text."""
+        return bool(self.value) if self.widget == "checkbox" else self.shown
 
     @property
     def shown(self) -> str:
@@ -103,12 +112,23 @@ def stage_knobs(section: str) -> tuple[list[str], dict[str, tuple[dict, list[str
     return list(mapping), knobs
 
 
+def component_summaries(section: str) -> dict[str, str]:
+    """Each component of a stage with its one-line description (the schema's description of its name)."""
+    mapping = SCHEMA["properties"][section]["discriminator"]["mapping"]
+    summaries = {}
+    for name, ref in mapping.items():
+        described = SCHEMA["$defs"][ref.split("/")[-1]]["properties"]["name"].get("description", "")
+        summaries[name] = described.split(": ", 1)[-1]
+    return summaries
+
+
 def stage_fields(section: str, given: dict, errors: dict[str, str]) -> list[FormField]:
     names, knobs = stage_knobs(section)
     chosen = given.get("name") or STAGE_DEFAULTS[section]
     help_text = SCHEMA["properties"][section].get("description", "")
     picker = FormField(name=f"{section}.name", label="name", help=help_text, widget="select", value=chosen,
-                       error=errors.get(f"{section}.name", ""), choices=names)  # fmt: skip
+                       error=errors.get(f"{section}.name", ""), choices=names,
+                       descriptions=component_summaries(section))  # fmt: skip
     fields = [picker]
     for knob, (prop, owners) in knobs.items():
         value = given.get(knob, prop.get("default")) if chosen in owners else prop.get("default")
@@ -140,6 +160,52 @@ def form_sections(values: dict, errors: dict[str, str]) -> list[FormSection]:
         sections.append(FormSection(section, top[section].get("description", ""), fields))
     show_ceilings(sections)
     return sections
+
+
+def form_values(values: dict) -> dict[str, str | bool]:
+    """Every field's input value for a config (see FormField.form_value)."""
+    return {f.name: f.form_value for section in form_sections(values, {}) for f in section.fields}
+
+
+@functools.cache
+def preset_values() -> dict[str, Any]:
+    """What the launch form needs to switch presets without a reload and to mark what a preset sets: grpo's value
+    of every field, and each method's fields that differ from it."""
+    base = form_values(resolve({"method": "grpo"}).model_dump(mode="json"))
+    presets = {}
+    for method in METHODS:
+        values = form_values(resolve({"method": method}).model_dump(mode="json"))
+        presets[method] = {name: value for name, value in values.items() if base.get(name) != value}
+    return {"base": base, "presets": presets}
+
+
+def parse_yaml(text: str) -> tuple[dict, dict[str, str]]:
+    """A raw config from the YAML editor, and what is wrong with the text itself (the config is validated later).
+
+    Bounded: MAX_YAML characters, and no anchors or aliases (a few lines of aliases expand into a huge config)."""
+    problem = "config_yaml"
+    if len(text) > MAX_YAML:
+        return {}, {problem: f"at most {MAX_YAML} characters"}
+    try:
+        if any(isinstance(event, (yaml.AliasEvent,)) or getattr(event, "anchor", None) for event in yaml.parse(text)):
+            return {}, {problem: "YAML anchors and aliases are not accepted: write each value out"}
+        raw = yaml.safe_load(text) if text.strip() else {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        return {}, {problem: f"not valid YAML{where}: {getattr(exc, 'problem', None) or exc}"}
+    if not isinstance(raw, dict):
+        return {}, {problem: "a run config is a mapping of sections to knobs (e.g. rollout: {group_size: 8})"}
+    return raw, {}
+
+
+def check_config(raw: dict) -> dict[str, str]:
+    """The config's problems by field, as the launch would report them; none when it would launch."""
+    try:
+        resolve(raw)
+    except ConfigError as exc:
+        return exc.fields or {"config_yaml": str(exc)}
+    return {}
 
 
 def show_ceilings(sections: list[FormSection]) -> None:

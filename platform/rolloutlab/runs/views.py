@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import markdown
+import yaml
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -26,16 +27,20 @@ from rolloutlab.runs.forms import (
     LaunchFields,
     LaunchQuery,
     ShareForm,
+    check_config,
     form_sections,
+    form_values,
     launch_defaults,
     parse_form,
+    parse_yaml,
+    preset_values,
     schedule_warnings,
 )
 from rolloutlab.runs.models import Run, State, Tag
 from rolloutlab.runs.presenters import ROW_METRICS, live_share_links, run_page_context
 from rolloutlab.runs.queries import RunFilters, filtered_runs
 from workers import metrics as metric
-from workers.config import METHODS
+from workers.config import METHODS, resolve
 from workers.errors import ConfigError
 
 
@@ -78,7 +83,8 @@ def launch(request, query: LaunchQuery):
     values = launch_defaults(request.user, query)  # ?from= a run the user cannot see is a 404 on any method
     if request.method == "POST":
         home_team(request.user)  # a viewer of every team they belong to may not launch: 403 before anything
-        raw, errors = parse_form(request.POST)
+        yaml_mode = request.POST.get("mode") == "yaml"
+        raw, errors = parse_yaml(request.POST.get("config_yaml", "")) if yaml_mode else parse_form(request.POST)
         values = raw
         if not errors:
             try:
@@ -96,8 +102,36 @@ def launch(request, query: LaunchQuery):
         "warnings": schedule_warnings(values),  # beside the form, not errors: the run may still launch
         "projects": visible_projects(request.user).values_list("name", flat=True).distinct(),
         "post": request.POST if request.method == "POST" else {},
+        "presets": preset_values(),
+        "differing": set(preset_values()["presets"].get(values.get("method") or "", {})),
+        "yaml_mode": request.method == "POST" and request.POST.get("mode") == "yaml",
     }
     return render(request, "runs/launch.html", context, status=400 if errors else 200)
+
+
+@login_required
+@require_POST
+def launch_yaml(request):
+    """The launch form as it stands, as the YAML editor's text (launch.js, on switching to YAML)."""
+    raw, errors = parse_form(request.POST)
+    if errors:
+        return JsonResponse({"errors": errors}, status=400)
+    return JsonResponse({"yaml": yaml.safe_dump(raw, sort_keys=False)})
+
+
+@login_required
+@require_POST
+def launch_check(request):
+    """The YAML editor's text checked as a launch would check it: its problems by field, the schedule's warnings,
+    and (when it is valid) every form field's value, for launch.js to switch back to the form."""
+    raw, errors = parse_yaml(request.POST.get("config_yaml", ""))
+    errors = errors or check_config(raw)
+    if errors:
+        return JsonResponse({"errors": errors, "warnings": []})
+    values = form_values(resolve(raw).model_dump(mode="json"))
+    return JsonResponse(
+        {"errors": {}, "warnings": schedule_warnings(raw), "values": values, "method": raw.get("method")}
+    )
 
 
 @login_required
