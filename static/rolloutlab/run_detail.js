@@ -386,11 +386,12 @@
   // ------------------------------------------------------------------ start
   setProgress(Number(root.dataset.step), Number(root.dataset.trainSeconds));
   const initial = JSON.parse(document.getElementById("initial-charts").textContent);
+  // the charts first: the rollout views and the samples ask the server only once the charts are drawn
   Promise.all(initial.map(showChart)).then(() => {
     if (!FINAL.includes(root.dataset.state)) connect();
+    loadRolloutViews();
+    loadSamples(null);
   });
-  loadSamples(null);
-  loadRolloutViews();
   setInterval(() => { if (root.dataset.state === "running") loadRolloutViews(); }, 15000);
   // while the run runs, the inspector follows the newest step until the user picks one
   let followLatest = true;
