@@ -16,7 +16,7 @@ from rolloutlab.accounts.access import Action, get_run_for_user, project_for_lau
 from rolloutlab.accounts.auth import READERS
 from rolloutlab.inputs import MAX_ID, MetricNames, Name, ProjectName, RunId, Step, Strict, Tags, UserInputError, answers
 from rolloutlab.metrics.series import read_series, run_keys
-from rolloutlab.runs import external, services
+from rolloutlab.runs import external, services, table
 from rolloutlab.runs.models import LogLine, Sample
 from rolloutlab.runs.queries import RunFilters, filtered_runs
 from rolloutlab.runs.serializers import run_json
@@ -140,6 +140,21 @@ def logs(request, run_id: RunId, query: Query[LogsQuery]):
     else:
         lines = list(lines.order_by("-id")[:200])[::-1]
     return {"lines": [{"id": line.id, "text": line.text} for line in lines]}
+
+
+# ---------------------------------------------------------------- the runs table: rename and notes
+# (here, not in rolloutlab.runs.table_api: one router must hold every method of /runs/{id})
+
+
+@router.patch(
+    "/runs/{int:run_id}",
+    url_name="run",
+    response=answers({200: dict[str, Any]}),
+    summary="Rename a run or edit its notes",
+)
+def edit(request, run_id: RunId, payload: table.RunEdit):
+    run = table.edit_run(get_run_for_user(request.auth, run_id, Action.CHANGE), request.auth, payload)
+    return {**run_json(run), "notes": run.notes}
 
 
 # ---------------------------------------------------------------- external runs (rolloutlab.client)
