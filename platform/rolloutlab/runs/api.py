@@ -154,7 +154,7 @@ def logs(request, run_id: RunId, query: Query[LogsQuery]):
 )
 def edit(request, run_id: RunId, payload: table.RunEdit):
     run = table.edit_run(get_run_for_user(request.auth, run_id, Action.CHANGE), request.auth, payload)
-    return {**run_json(run), "notes": run.notes}
+    return run_json(run)
 
 
 # ---------------------------------------------------------------- external runs (rolloutlab.client)
