@@ -123,12 +123,13 @@ function humanDuration(startedAt, finishedAt) {
   const buttons = Array.from(tools.querySelectorAll("button.bulk-action"));
   document.addEventListener("change", () => { for (const b of buttons) b.disabled = picked().length === 0; });
   const dialog = document.getElementById("bulk-confirm");
+  const these = (n) => (n === 1 ? "this run" : `these ${n} runs`);
   const QUESTIONS = {
-    compare: (n) => `Compare these ${n} runs side by side?`,
-    tag: (n) => `Add a tag to these ${n} runs:`,
-    archive: (n) => `Archive these ${n} runs? They leave the list (tick "archived runs" to see them again).`,
-    unarchive: (n) => `Bring these ${n} runs back to the list?`,
-    delete: (n) => `Delete these ${n} runs for good, with their metrics, samples and files?`,
+    compare: (n) => `Compare ${these(n)} side by side?`,
+    tag: (n) => `Add a tag to ${these(n)}:`,
+    archive: (n) => `Archive ${these(n)}? Archived runs leave the list (tick "archived runs" to see them).`,
+    unarchive: (n) => `Bring ${these(n)} back to the list?`,
+    delete: (n) => `Delete ${these(n)} for good, with metrics, samples and files?`,
   };
   let action = null;
   for (const button of buttons) {

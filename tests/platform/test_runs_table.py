@@ -258,7 +258,6 @@ def test_a_bulk_action_on_a_teammates_run_needs_an_admin(client, alice, bob):
         {"action": "archive", "runs": []},
         {"action": "archive", "runs": list(range(1, 502))},
         {"action": "archive", "runs": ["١"]},
-        {"action": "tag", "runs": [1], "confirm": True},
         {"action": "tag", "runs": [1], "tag": "x" * 51, "confirm": True},
         {"action": "archive", "runs": [1], "confirm": True, "extra": 1},
     ],
@@ -266,6 +265,18 @@ def test_a_bulk_action_on_a_teammates_run_needs_an_admin(client, alice, bob):
 def test_a_malformed_bulk_order_is_a_clear_400(alice_client, order):
     response = bulk(alice_client, **order)
     assert response.status_code == 400 and response.json()["error"].startswith("invalid input")
+
+
+@pytest.mark.parametrize(
+    ("order", "field"),
+    [
+        ({"action": "tag", "runs": [1], "tag": "  ", "confirm": True}, "tag"),
+        ({"action": "compare", "runs": list(range(1, 202))}, "runs"),
+    ],
+)
+def test_a_bulk_order_missing_what_its_action_needs_names_the_field(alice_client, order, field):
+    response = bulk(alice_client, **order)
+    assert response.status_code == 400 and field in response.json()["fields"], response.json()
 
 
 # ---------------------------------------------------------------- rename and notes

@@ -65,22 +65,17 @@ class BulkIn(Strict):
     tag: TagName | None = Field(None, description="the tag to add (action 'tag')")
     confirm: bool = Field(False, description="true once the user has confirmed an action that changes runs")
 
-    @model_validator(mode="after")
-    def _complete(self):
-        if self.action == "tag" and not self.tag:
-            raise ValueError("tag: give the tag to add")
-        if self.action == "compare" and len(self.runs) > MAX_COMPARED:
-            raise ValueError(f"runs: compare at most {MAX_COMPARED} runs at once")
-        return self
-
 
 def bulk_action(user, order: BulkIn) -> dict:
     """Do the action on every selected run, or on none; returns what the page shows or opens next."""
     ids = list(dict.fromkeys(order.runs))  # a run selected twice is one run
+    incomplete = missing_parts(order, ids)
+    if incomplete:
+        raise UserInputError(f"{order.action}: {', '.join(incomplete.values())}", incomplete)
     if order.action == "compare":
         runs_seen_by(user, ids)
         return {"url": reverse("compare:page") + "?runs=" + ",".join(map(str, ids))}
-    if not order.confirm:
+    if order.action in CONFIRMED_ACTIONS and not order.confirm:
         raise UserInputError(
             f"{order.action} {len(ids)} run(s)? Confirm it: nothing was changed", {"confirm": "must be true"}
         )
@@ -93,6 +88,14 @@ def bulk_action(user, order: BulkIn) -> dict:
         return {"message": f"Tagged {len(runs)} run(s) '{order.tag}'."}
     archive_runs(runs, user, archived=order.action == "archive")
     return {"message": f"{order.action.capitalize()}d {len(runs)} run(s)."}
+
+
+def missing_parts(order: BulkIn, ids: list[int]) -> dict[str, str]:
+    if order.action == "tag" and not order.tag:
+        return {"tag": "give the tag to add"}
+    if order.action == "compare" and len(ids) > MAX_COMPARED:
+        return {"runs": f"compare at most {MAX_COMPARED} runs at once"}
+    return {}
 
 
 def runs_seen_by(user, ids: list[int]) -> list[Run]:
