@@ -28,6 +28,7 @@ from rolloutlab.compare.api import router as compare_router
 from rolloutlab.inputs import UserInputError, depth_exceeds
 from rolloutlab.outages import ServiceUnavailable
 from rolloutlab.runs.api import router as runs_router
+from rolloutlab.runs.table_api import router as runs_table_router
 from workers.bundle import BundleError
 from workers.errors import ConfigError
 
@@ -70,6 +71,7 @@ api = NinjaAPI(
     parser=BoundedJsonParser(), openapi_url="/openapi.json", docs_url="/docs",
 )  # fmt: skip
 api.add_router("", runs_router)
+api.add_router("", runs_table_router)
 api.add_router("", audit_router)
 api.add_router("", compare_router)
 

@@ -29,7 +29,7 @@ from rolloutlab.inputs import (
 )
 from rolloutlab.metrics.rollouts import length_distribution, pass_rates
 from rolloutlab.metrics.series import read_series, run_keys
-from rolloutlab.runs import external, services
+from rolloutlab.runs import external, services, table
 from rolloutlab.runs.inspector import Show, inspect_step
 from rolloutlab.runs.models import LogLine, Sample
 from rolloutlab.runs.presenters import save_chart_choice
@@ -185,6 +185,21 @@ def logs(request, run_id: RunId, query: Query[LogsQuery]):
     else:
         lines = list(lines.order_by("-id")[:200])[::-1]
     return {"lines": [{"id": line.id, "text": line.text} for line in lines]}
+
+
+# ---------------------------------------------------------------- the runs table: rename and notes
+# (here, not in rolloutlab.runs.table_api: one router must hold every method of /runs/{id})
+
+
+@router.patch(
+    "/runs/{int:run_id}",
+    url_name="run",
+    response=answers({200: dict[str, Any]}),
+    summary="Rename a run or edit its notes",
+)
+def edit(request, run_id: RunId, payload: table.RunEdit):
+    run = table.edit_run(get_run_for_user(request.auth, run_id, Action.CHANGE), request.auth, payload)
+    return run_json(run)
 
 
 # ---------------------------------------------------------------- external runs (rolloutlab.client)

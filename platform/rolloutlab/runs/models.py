@@ -106,6 +106,9 @@ class Run(models.Model):
         default=False,
         help_text="Imported from a bundle that no trusted key signed, and not yet reproduced by Verify",
     )
+    # the runs table's own fields: a researcher's notes, and archived runs left out of the list by default
+    notes = models.TextField(blank=True)
+    archived = models.BooleanField(default=False, db_index=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -169,3 +172,31 @@ class Sample(models.Model):
             models.UniqueConstraint(fields=["run", "client_key"], condition=models.Q(client_key__isnull=False),
                                     name="sample_client_key_per_run"),
         ]  # fmt: skip
+
+
+# ---------------------------------------------------------------- the runs table's saved views
+
+
+class SavedView(models.Model):
+    """A user's named choice of the runs table's columns, per project (None: the list over all projects).
+
+    The one most recently used is the one the list opens with.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="saved_views")
+    project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(max_length=50)
+    columns = models.JSONField(default=list, help_text="Column keys: config:<knob>, metric:<name>, duration, ...")
+    used_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-used_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "project", "name"], name="saved_view_name_per_project"),
+            # NULL is distinct from NULL in a unique index: the all-projects views need their own
+            models.UniqueConstraint(fields=["user", "name"], condition=models.Q(project__isnull=True),
+                                    name="saved_view_name_all_projects"),
+        ]  # fmt: skip
+
+    def __str__(self):
+        return self.name

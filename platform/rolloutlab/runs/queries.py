@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.db.models import F, FloatField, QuerySet
+from django.db.models import F, FloatField, Q, QuerySet
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 from pydantic import Field, field_validator
@@ -15,7 +15,7 @@ FILTERS = {"project": "project__name", "method": "method", "state": "state", "ta
 
 
 class RunFilters(Strict):
-    """The runs list's query: ?project=&method=&state=&tag=&sort=-metric:eval/pass@1&ids=1,2"""
+    """The runs list's query: ?project=&method=&state=&tag=&sort=-metric:eval/pass@1&ids=1,2&q=&archived=&view="""
 
     project: ProjectName | None = None
     method: Name | None = None
@@ -23,6 +23,10 @@ class RunFilters(Strict):
     tag: TagName | None = None
     sort: text(220) | None = Field(None, description="'metric:<name>' ascending or '-metric:<name>' descending")
     ids: text(4000) | None = Field(None, description="comma-separated run ids")
+    # ---- the runs table: search, archived runs, the saved view whose columns are shown
+    q: text(200) | None = Field(None, description="words that each appear in a run's name, tags or notes")
+    archived: bool = Field(False, description="list the archived runs instead of the others")
+    view: TagName | None = Field(None, description="the name of one of your saved views of the runs table")
 
     @field_validator("sort")
     @classmethod
@@ -62,6 +66,9 @@ def filtered_runs(user, filters: RunFilters) -> QuerySet[Run]:
         runs = runs.filter(**{FILTERS[name]: value})
     if filters.ids:
         runs = runs.filter(id__in=filters.id_list())
+    else:  # runs asked for by id are found archived or not
+        runs = runs.filter(archived=filters.archived)
+    runs = search(runs, filters.q or "")
     if filters.sort:
         key = filters.sort.lstrip("-").removeprefix("metric:")
         runs = runs.annotate(sort_value=Cast(KeyTextTransform(key, "summary"), FloatField()))
@@ -69,3 +76,13 @@ def filtered_runs(user, filters: RunFilters) -> QuerySet[Run]:
         descending = filters.sort.startswith("-")
         runs = runs.order_by(value.desc(nulls_last=True) if descending else value.asc(nulls_last=True), "-id")
     return runs.distinct()
+
+
+MAX_SEARCH_WORDS = 10
+
+
+def search(runs: QuerySet[Run], words: str) -> QuerySet[Run]:
+    """Runs where every word appears (any case) in the name, the notes or one of the tags."""
+    for word in words.split()[:MAX_SEARCH_WORDS]:
+        runs = runs.filter(Q(name__icontains=word) | Q(notes__icontains=word) | Q(tags__name__icontains=word))
+    return runs

@@ -34,6 +34,8 @@ def run_json(run: Run) -> dict:
         "parent": run.parent_id,
         "unverified": run.unverified,  # imported from a bundle no trusted key signed, not yet reproduced
         "tags": [t.name for t in run.tags.all()],
+        "notes": run.notes,  # the runs table's notes and archive
+        "archived": run.archived,
         "created_at": run.created_at.isoformat(),
         "started_at": run.started_at.isoformat() if run.started_at else None,
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,

@@ -7,7 +7,10 @@ executor in rolloutlab.runs.dispatch.
 from __future__ import annotations
 
 import logging
+import shutil
+from pathlib import Path
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
@@ -88,15 +91,36 @@ def request_cancel(run: Run, user) -> bool:
 
 def delete_run(run: Run, user) -> None:
     """Delete a finished run and everything it recorded; a live one must be cancelled first."""
-    if run.state not in FINAL_STATES:
-        raise UserInputError(f"the run is {run.state}: cancel it before deleting it", status=409)
-    subject = activity.run_subject(run)
+    delete_runs([run], user)
+
+
+def delete_runs(runs: list[Run], user) -> None:
+    """Delete finished runs, all or none: their rows in one transaction, their files once it has committed."""
+    live = [run for run in runs if run.state not in FINAL_STATES]
+    if live:
+        states = ", ".join(f"#{run.id} is {run.state}" for run in live)
+        raise UserInputError(f"cancel a live run before deleting it ({states}): nothing was deleted", status=409)
+    ids = [run.id for run in runs]
+    subjects = [(run.project, activity.run_subject(run)) for run in runs]
     with transaction.atomic():
         # the points are many and have no foreign key to cascade along: one statement each
-        MetricPoint.objects.filter(run_id=run.id).delete()
-        MetricBucket.objects.filter(run_id=run.id).delete()
-        run.delete()
-        activity.note(user, "deleted", run.project, subject)
+        MetricPoint.objects.filter(run_id__in=ids).delete()
+        MetricBucket.objects.filter(run_id__in=ids).delete()
+        Run.objects.filter(id__in=ids).delete()
+        for project, subject in subjects:
+            activity.note(user, "deleted", project, subject)
+        # a rolled-back delete keeps its files: they go only once the rows are gone for good
+        transaction.on_commit(lambda: remove_run_files(ids))
+
+
+def remove_run_files(run_ids: list[int]) -> None:
+    """The runs' artifact folders (checkpoints, logs) under STORAGE_ROOT; a folder already gone is fine."""
+    for run_id in run_ids:
+        shutil.rmtree(run_files(run_id), ignore_errors=True)
+
+
+def run_files(run_id: int) -> Path:
+    return Path(settings.STORAGE_ROOT) / "runs" / str(run_id)  # where rolloutlab.runs.executor trains it
 
 
 def rerun(run: Run, user) -> Run:

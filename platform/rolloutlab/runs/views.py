@@ -21,8 +21,9 @@ from rolloutlab.accounts.access import (
     visible_runs,
 )
 from rolloutlab.accounts.sharing import create_link
+from rolloutlab.audit import trust
 from rolloutlab.inputs import UserInputError, page_inputs
-from rolloutlab.runs import services
+from rolloutlab.runs import services, table
 from rolloutlab.runs.forms import (
     LaunchFields,
     LaunchQuery,
@@ -48,7 +49,7 @@ from workers.errors import ConfigError
 @require_GET
 @page_inputs(RunFilters)
 def run_list(request, query: RunFilters):
-    shown = list(filtered_runs(request.user, query)[:500])
+    shown = list(filtered_runs(request.user, query).annotate(signed_import=trust.signed_import())[:500])
     metrics = sorted({key for run in shown for key in run.summary})  # any final metric can be sorted on
     context = {
         "runs": shown,
@@ -60,6 +61,7 @@ def run_list(request, query: RunFilters):
         "tags": Tag.objects.filter(runs__in=visible_runs(request.user)).values_list("name", flat=True).distinct(),
         "sort_metrics": metrics or [metric.PASS_AT_1, metric.REWARD_MEAN],
         **ROW_METRICS,
+        **table.table_context(request.user, query, shown),  # search, columns, saved views, bulk actions
     }
     return render(request, "runs/list.html", context)
 

@@ -1,5 +1,7 @@
 from django import template
 
+from rolloutlab.audit import trust
+
 register = template.Library()
 
 
@@ -16,3 +18,15 @@ def verify_verdict(run) -> str:
         if verification.result is not None:
             return verification.verdict
     return ""
+
+
+@register.filter
+def verified_because(run) -> str:
+    """Why the run counts as verified (rolloutlab.audit.trust), or "": the title of its "verified" badge."""
+    return trust.verified_because(run)
+
+
+@register.filter
+def column_metric_format(column) -> str:
+    """How runs_list.js writes a live metric cell: counters as whole numbers, the rest with 3 decimals."""
+    return "int" if column.key == "rollout_tokens" else "float"
