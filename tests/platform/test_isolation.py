@@ -48,6 +48,7 @@ FREE = {  # touch no existing object (launch/import make new ones in the caller'
     "api:openapi-json", "api:openapi-view", "api:api-root",
     "api:external_runs",  # starts an external run in the caller's own team, as a launch does
     "runs:launch-warnings",  # reads a config from the form it is posted with, nothing stored
+    "runs:launch-yaml", "runs:launch-check",  # likewise: the YAML editor
     # the runs table: saved views are the caller's own, looked up by user; a bulk order names its runs in
     # its JSON body, each scoped as a run's route scopes it (another team's: a 404, test_runs_table.py)
     "api:views", "api:save_view", "api:delete_view", "api:bulk",
