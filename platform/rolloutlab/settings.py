@@ -221,6 +221,9 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 STORAGE_ROOT = Path(os.environ.get("STORAGE_ROOT", BASE_DIR / "var" / "storage"))
 HEARTBEAT_INTERVAL_S = envint("HEARTBEAT_INTERVAL_S", 5)
 HEARTBEAT_TIMEOUT_S = envint("HEARTBEAT_TIMEOUT_S", 30)
+# A queued run whose wake-up the broker no longer holds is sent again once it has waited this long
+# (runs.dispatch.resend_lost): long enough that a message being sent is never taken for a lost one.
+QUEUE_RECONCILE_AFTER_S = envint("QUEUE_RECONCILE_AFTER_S", 60)
 # an external run (rolloutlab.client) that reports nothing for this long is marked lost
 EXTERNAL_RUN_TIMEOUT_S = envint("EXTERNAL_RUN_TIMEOUT_S", 600)
 METRIC_FLUSH_INTERVAL_MS = envint("METRIC_FLUSH_INTERVAL_MS", 50)

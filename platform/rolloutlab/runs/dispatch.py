@@ -11,6 +11,7 @@ W + 2 x grace, which kills the worker's child; the embedded thread stops at W it
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
@@ -62,6 +63,47 @@ def resend_unsent(older_than_s: float = 30) -> list[int]:
     for run_id in ids:
         submit(run_id)
     return ids
+
+
+def resend_lost(older_than_s: float | None = None) -> list[int]:
+    """Queued runs whose wake-up the broker no longer holds (a broker restarted without its data, or that lost
+    its last second of writes): send it again.
+
+    A run is executed once whatever the number of its messages: the worker claims it by its queued -> running
+    transition, and a message for a run no longer queued is dropped (executor.execute). So a message read as
+    gone while a worker was taking it costs one message that is dropped, never a second execution."""
+    if settings.RUN_EXECUTOR != "celery":
+        return []
+    waited = settings.QUEUE_RECONCILE_AFTER_S if older_than_s is None else older_than_s
+    cutoff = timezone.now() - timedelta(seconds=waited)
+    waiting = dict(
+        Run.objects.filter(state=State.QUEUED, created_at__lt=cutoff).exclude(celery_task_id="")
+        .values_list("id", "celery_task_id")[:500]
+    )  # fmt: skip
+    if not waiting:
+        return []
+    queues = set(Run.objects.filter(id__in=waiting).values_list("queue", flat=True))
+    held = broker_task_ids(queues)
+    if held is None:  # a broker whose queues cannot be read: its own durability is all there is
+        return []
+    lost = [run_id for run_id, task_id in waiting.items() if task_id not in held]
+    for run_id in lost:
+        submit(run_id)
+    return lost
+
+
+def broker_task_ids(queues: set[str]) -> set[str] | None:
+    """The ids of the tasks a Redis broker holds for these queues: waiting, or delivered to a worker and not yet
+    acknowledged (acks_late: until the run ends). None for another broker."""
+    with app.connection_for_read() as connection_:
+        if connection_.transport.driver_type != "redis":
+            return None
+        channel = connection_.default_channel
+        client = channel.client
+        waiting = [raw for queue in queues for pri in channel.priority_steps
+                   for raw in client.lrange(channel._q_for_pri(queue, pri), 0, -1)]  # fmt: skip
+        delivered = [json.loads(raw)[0] for raw in client.hvals(channel.unacked_key)]
+    return {message["headers"]["id"] for message in [*map(json.loads, waiting), *delivered]}
 
 
 def revoke(run: Run) -> None:

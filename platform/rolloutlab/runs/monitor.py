@@ -5,7 +5,8 @@ workers could not heartbeat either: their last beats are stale through no fault
 of theirs. So after a failed round no run is declared lost until HEARTBEAT_TIMEOUT_S
 after the first round that works again, time for every live worker to beat.
 Each round also re-sends the wake-up of any queued run whose message never reached
-the broker (rolloutlab.runs.dispatch.resend_unsent).
+the broker (rolloutlab.runs.dispatch.resend_unsent), or that the broker no longer holds
+(resend_lost): the database, not the broker, says which runs wait.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from rolloutlab.outages import BROKER, service_down
-from rolloutlab.runs.dispatch import resend_unsent
+from rolloutlab.runs.dispatch import resend_lost, resend_unsent
 from rolloutlab.runs.lifecycle import mark_lost_runs
 
 log = logging.getLogger(__name__)
@@ -52,13 +53,15 @@ class Watch:
     @staticmethod
     def resend() -> None:
         try:
-            sent = resend_unsent()
+            sent, lost = resend_unsent(), resend_lost()
         except Exception as exc:
             if service_down(exc) != BROKER:
                 raise
             return  # the broker is still away: next round
         if sent:
             log.warning("re-sent the wake-up of queued runs %s", sent)
+        if lost:
+            log.warning("the broker no longer held the wake-up of queued runs %s: sent again", lost)
 
 
 def start_monitor() -> None:
