@@ -147,8 +147,8 @@ def _mean_and_standard_error(curves: np.ndarray) -> tuple[np.ndarray, np.ndarray
 # error are the same band; what differs is what the page says it is.)
 BANDS = {
     "minmax": ("min–max of the runs", range_band),
-    "ci": ("95% confidence interval of the mean (Student's t)", mean_band),
-    "se": ("mean ± one standard error", standard_error_band),
+    "ci": ("95% CI of the mean (Student's t)", mean_band),
+    "se": ("mean ± 1 standard error", standard_error_band),
     "none": ("no band", no_band),
 }
 DEFAULT_BAND = "minmax"
