@@ -59,3 +59,13 @@ def test_with_no_experiments_the_index_says_how_to_make_one(alice_client):
 
 def test_the_index_needs_a_login(client):
     assert client.get("/compare/experiments/")["Location"].startswith("/login/")
+
+
+def test_the_index_narrows_to_one_project_the_user_may_see(alice, bob, alice_client):
+    mine, other = sweep_of(alice, "lr sweep"), sweep_of(alice, "clip sweep")
+    theirs = sweep_of(bob, "bob's sweep")
+    page = alice_client.get(f"/compare/experiments/?project={mine.project_id}").content.decode()
+    assert f"?experiment={mine.id}" in page and f"?experiment={other.id}" not in page
+    assert f'href="?project={other.project_id}"' in alice_client.get("/compare/experiments/").content.decode()
+    assert alice_client.get(f"/compare/experiments/?project={theirs.project_id}").status_code == 404
+    assert alice_client.get("/compare/experiments/?project=-1").status_code == 400

@@ -78,7 +78,7 @@ PAGES = {
     "/runs/": ["project", "method", "state", "tag", "sort", "ids"],
     "/runs/launch/": ["from", "method"],
     "/compare/": "runs experiment group metrics x smooth band seeds baseline target table".split(),
-    "/compare/experiments/": ["page"],
+    "/compare/experiments/": ["project", "page"],
     "/compare/sweep/": ["from", "method"],
     "/audit/differences/": ["a", "b"],
 }

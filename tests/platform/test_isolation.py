@@ -31,6 +31,7 @@ SKIPPED = ("admin/",)  # Django's own admin: staff only, not the product's pages
 QUERY_OBJECTS = {
     "runs:launch": "from={run}",
     "compare:page": "runs={run}",
+    "compare:index": "project={project_id}",
     "compare:sweep": "from={run}",
     "audit:differences": "a={run}&b={run2}",
     "api:compare": "runs={run}",

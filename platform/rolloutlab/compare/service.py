@@ -24,7 +24,7 @@ from rolloutlab.accounts.access import get_experiment_for_user, get_runs_for_use
 from rolloutlab.compare import stats
 from rolloutlab.compare.permalink import X_AXES, BadView, View
 from rolloutlab.metrics.series import first_reaching, read_many, values_at
-from rolloutlab.runs.models import Experiment, Run, State
+from rolloutlab.runs.models import Experiment, Project, Run, State
 from workers import metrics  # not `as metric`: the functions here name a metric `metric`
 
 DEFAULT_GROUP = "method"
@@ -49,11 +49,13 @@ def select_runs(view: View, user) -> list[Run]:
     return found
 
 
-def experiments_for_index(user) -> QuerySet[Experiment]:
-    """The experiments the user may see, newest first, with their project and run counts."""
+def experiments_for_index(user, project: Project | None = None) -> QuerySet[Experiment]:
+    """The experiments the user may see (of one project, given one they may see), newest first, with run counts."""
+    experiments = visible_experiments(user)
+    if project is not None:
+        experiments = experiments.filter(project=project)
     return (
-        visible_experiments(user)
-        .select_related("project", "owner")
+        experiments.select_related("project", "owner")
         .annotate(run_count=Count("runs"), running=Count("runs", filter=Q(runs__state__in=ACTIVE)))
         .order_by("-created_at", "-id")
     )

@@ -15,13 +15,13 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from pydantic import BeforeValidator, Field, ValidationError
 
-from rolloutlab.accounts.access import get_experiment_for_user, home_team
+from rolloutlab.accounts.access import get_experiment_for_user, get_project_for_user, home_team
 from rolloutlab.accounts.sharing import create_link
 from rolloutlab.compare.permalink import BadView, parse_view
 from rolloutlab.compare.presenters import compare_page_context
 from rolloutlab.compare.service import INDEX_PAGE_SIZE, experiments_for_index, select_runs
 from rolloutlab.compare.sweeps import SweepError, launch_sweep, parse_sweep
-from rolloutlab.inputs import Strict, UserInputError, ascii_digits, page_inputs, text
+from rolloutlab.inputs import Id, Strict, UserInputError, ascii_digits, page_inputs, text
 from rolloutlab.runs.forms import LaunchQuery, form_sections, launch_defaults
 from rolloutlab.runs.models import State
 from rolloutlab.runs.presenters import ROW_METRICS
@@ -42,6 +42,7 @@ def compare_page(request):
 
 
 class IndexQuery(Strict):
+    project: Id | None = None
     page: Annotated[int, BeforeValidator(ascii_digits), Field(ge=1, le=100_000)] = 1
 
 
@@ -49,9 +50,11 @@ class IndexQuery(Strict):
 @require_GET
 @page_inputs(IndexQuery)
 def index(request, query: IndexQuery):
-    """The experiments (sweeps included) of every project the user's teams hold, newest first, each a comparison."""
-    pages = Paginator(experiments_for_index(request.user), INDEX_PAGE_SIZE)
-    return render(request, "compare/index.html", {"page": pages.get_page(query.page)})
+    """The experiments (sweeps included) of every project the user's teams hold, or of one of them, newest first,
+    each a comparison."""
+    project = get_project_for_user(request.user, query.project) if query.project else None
+    pages = Paginator(experiments_for_index(request.user, project), INDEX_PAGE_SIZE)
+    return render(request, "compare/index.html", {"page": pages.get_page(query.page), "project": project})
 
 
 class ShareCompareForm(Strict):
