@@ -141,8 +141,8 @@ def test_the_knobs_that_vary_are_those_whose_values_differ_among_the_runs(projec
     knobs = varying_knobs(runs)
     assert {"seed", "method", "rollout.group_size", "generate.name"} <= set(knobs)
     assert "optimizer.lr" not in knobs and "task.name" not in knobs  # the same in every run
-    assert group_options(runs)[0] == "method" and group_options(runs).count("method") == 1
-    assert varying_knobs(runs[:1]) == [] and group_options(runs[:1]) == ["method"]  # one run: nothing varies
+    assert group_options(knobs)[0] == "method" and group_options(knobs).count("method") == 1
+    assert varying_knobs(runs[:1]) == [] and group_options([]) == ["method"]  # one run: nothing varies
 
 
 def test_grouping_by_a_knob_that_does_not_vary_is_refused_by_name(project):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rolloutlab.compare.permalink import X_AXES, View
-from rolloutlab.compare.service import group_options
+from rolloutlab.compare.service import group_options, varying_knobs
 from rolloutlab.compare.stats import BANDS, DEFAULT_BAND
 from rolloutlab.metrics.series import run_keys
 from rolloutlab.runs.models import Run
@@ -20,7 +20,7 @@ def compare_page_context(view: View, runs: list[Run]) -> dict:
         "keys": keys,
         "axes": [(axis, AXIS_LABELS[axis]) for axis in X_AXES],
         "unverified": unverified,
-        "group_options": group_options(runs),
+        "group_options": group_options(varying_knobs(runs)),
         "bands": [(name, label) for name, (label, _) in BANDS.items()],
         "default_band": BANDS[DEFAULT_BAND][0],
     }

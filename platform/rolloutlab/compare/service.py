@@ -68,13 +68,14 @@ def varying_knobs(runs: list[Run]) -> list[str]:
     return [knob for knob in knobs if len({config.get(knob, MISSING) for config in configs}) > 1]
 
 
-def group_options(runs: list[Run]) -> list[str]:
-    """What the runs may be grouped by: the method (the default, even when all share it), then each varying knob."""
-    return [DEFAULT_GROUP, *(knob for knob in varying_knobs(runs) if knob != DEFAULT_GROUP)]
+def group_options(knobs: list[str]) -> list[str]:
+    """What runs may be grouped by, given their varying_knobs: the method (the default, even when all share it),
+    then each varying knob."""
+    return [DEFAULT_GROUP, *(knob for knob in knobs if knob != DEFAULT_GROUP)]
 
 
 def check_group(group: str, runs: list[Run]) -> None:
-    options = group_options(runs)
+    options = group_options(varying_knobs(runs))
     if group not in options:
         shown = ", ".join(options[:20]) + (", ..." if len(options) > 20 else "")
         raise BadView(f"group: {group!r} does not differ among these runs; group by one of {shown}")
@@ -253,14 +254,15 @@ def tokens_spent(per_run: list[float]) -> dict[str, float]:
     return {"tokens": float(np.mean(per_run)), "tokens_low": float(min(per_run)), "tokens_high": float(max(per_run))}
 
 
-def parallel_coordinates(view: View, runs: list[Run]) -> dict | None:
-    """One line per run over the knobs that vary among the runs (seeds aside) and the final table metric:
+def parallel_coordinates(view: View, runs: list[Run], knobs: list[str]) -> dict | None:
+    """One line per run over the knobs that vary among the runs (their varying_knobs, seeds aside) and the
+    final table metric:
     a sweep's shape at a glance. None when no knob but the seed varies, or no run has the metric yet.
 
     A knob whose values are all numbers is a numeric axis; any other is categorical, its values placed
     at 0, 1, ... in sorted order and named by ticktext, as Plotly's parcoords wants."""
     scored = [run for run in runs if _finite(run.summary.get(view.table_metric))]
-    knobs = [knob for knob in varying_knobs(runs) if knob != "seed"]
+    knobs = [knob for knob in knobs if knob != "seed"]
     if not knobs or not scored:
         return None
     configs = [leaves(run.config) for run in scored]
@@ -307,6 +309,7 @@ def build_comparison(view: View, user) -> dict:
     groups = group_runs(runs, view.group)
     counters = [c for c in X_AXES.values() if c]
     series = read_many([r.id for r in runs], sorted(set(view.metrics) | set(counters)), SERIES_POINTS)
+    knobs = varying_knobs(runs)
     if view.baseline and view.baseline not in groups:
         view.baseline = ""
     return {
@@ -339,9 +342,9 @@ def build_comparison(view: View, user) -> dict:
             }  # fmt: skip
             for label, members in groups.items()
         ],
-        "group_options": group_options(runs),
+        "group_options": group_options(knobs),
         "charts": charts(view, groups, series),
-        "parallel": parallel_coordinates(view, runs),
+        "parallel": parallel_coordinates(view, runs, knobs),
         "table": final_table(view, groups),
         "diff": config_diff(groups),
         "live": any(r.state in (State.QUEUED, State.RUNNING) for r in runs),
