@@ -12,7 +12,7 @@
   function query() {
     const data = new FormData(form);
     const params = new URLSearchParams();
-    for (const name of ["runs", "experiment", "group", "x", "smooth", "baseline", "target", "table"]) {
+    for (const name of ["runs", "experiment", "group", "x", "smooth", "band", "baseline", "target", "table"]) {
       const value = data.get(name);
       if (value !== null && value !== "") params.set(name, value);
     }
@@ -81,15 +81,58 @@
     for (const row of data.table) {
       const tr = body.insertRow();
       tr.dataset.group = row.group;
-      const reach = row.reach ? (row.reach.reached ? `${big(row.reach.steps)} · ${big(row.reach.tokens)} · ${big(row.reach.seconds)} (${row.reach.reached}/${row.reach.of})` : `not reached (0/${row.reach.of})`) : "—";
       const cells = [
         row.group, `${row.scored}/${row.runs}${row.running ? ` (${row.running} running)` : ""}`, fmt(row.mean),
         row.iqm === undefined ? "—" : `${fmt(row.iqm)} [${fmt(row.iqm_low)}, ${fmt(row.iqm_high)}]`,
         row.p_improvement === undefined ? (row.group === data.view.baseline ? "baseline" : "—") : `${fmt(row.p_improvement, 2)} [${fmt(row.p_low, 2)}, ${fmt(row.p_high, 2)}]`,
-        reach,
       ];
       for (const text of cells) tr.insertCell().textContent = text;
     }
+  }
+
+  // rollout tokens to the target, per group: the cost a method paid to get there
+  function drawReach(data) {
+    const body = document.querySelector("#reach-table tbody");
+    body.innerHTML = "";
+    if (data.view.target === null) {
+      body.insertRow().insertCell().textContent = "Type a target above.";
+      return;
+    }
+    for (const row of data.table) {
+      const tr = body.insertRow();
+      tr.dataset.group = row.group;
+      const reach = row.reach;
+      const cells = !reach || !reach.reached
+        ? [row.group, `0/${reach ? reach.of : row.runs}`, "not reached", "—", "—"]
+        : [row.group, `${reach.reached}/${reach.of}`, `${big(reach.tokens)} [${big(reach.tokens_low)}, ${big(reach.tokens_high)}]`, big(reach.steps), big(reach.seconds)];
+      for (const text of cells) tr.insertCell().textContent = text;
+      if (reach && reach.reached) tr.dataset.tokens = String(reach.tokens);
+    }
+  }
+
+  // a sweep's shape: one line per run over the knobs that differ and the final metric
+  function drawParallel(data) {
+    const section = document.getElementById("parallel-section");
+    const div = document.getElementById("parallel");
+    if (!data.parallel) { section.hidden = true; Plotly.purge(div); return; }
+    section.hidden = false;
+    const dims = data.parallel.dimensions;
+    const metric = dims[dims.length - 1].values;
+    Plotly.react(div, [{
+      type: "parcoords", dimensions: dims,
+      line: { color: metric, colorscale: "Viridis", showscale: true, colorbar: { title: { text: dims[dims.length - 1].label } } },
+    }], { margin: { l: 70, r: 70, t: 50, b: 20 } }, { displaylogo: false, responsive: true });
+    document.getElementById("parallel-unscored").textContent = data.parallel.unscored ? `${data.parallel.unscored} run(s) without the metric yet are left out.` : "";
+  }
+
+  // the group-by choices are the knobs that differ among the runs, as the server computed them
+  function drawGroupOptions(data) {
+    const select = form.elements.group;
+    const current = Array.from(select.options).map((o) => o.value);
+    if (current.join("\n") === data.group_options.join("\n")) return;
+    select.innerHTML = data.group_options.map(() => "<option></option>").join("");
+    Array.from(select.options).forEach((option, i) => { option.value = option.textContent = data.group_options[i]; });
+    select.value = data.view.group;
   }
 
   function drawDiff(data) {
@@ -143,9 +186,14 @@
     if (!response.ok) { status.textContent = data.error; status.className = "error"; return; }
     status.className = "meta";
     status.textContent = data.live ? "Some runs are still running: this page updates itself." : "";
+    drawGroupOptions(data);
+    const band = form.elements.band;
+    document.getElementById("band-name").textContent = band.options[band.selectedIndex].textContent;
     drawRuns(data);
     drawCharts(data);
     drawTable(data);
+    drawReach(data);
+    drawParallel(data);
     drawDiff(data);
     updates += 1;
     root.dataset.updates = String(updates);

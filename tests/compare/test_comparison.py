@@ -1,11 +1,12 @@
-"""The compare service on constructed runs: grouping, the three x-axes, time to target, config diff."""
+"""The compare service on constructed runs: grouping, the three x-axes, bands, time to target, config diff,
+the knobs that vary and the parallel coordinates over them."""
 
 import numpy as np
 import pytest
 from django.contrib.auth import get_user_model
 
 from rolloutlab.compare.permalink import BadView, View, parse_view
-from rolloutlab.compare.service import build_comparison, ema
+from rolloutlab.compare.service import build_comparison, ema, group_options, select_runs, varying_knobs
 from rolloutlab.metrics.ingest import write_points
 from rolloutlab.runs.models import Run
 from tests.conftest import project_of
@@ -105,7 +106,7 @@ def test_ema_is_debiased():
 
 def test_the_permalink_round_trips():
     view = View(runs=[3, 1], metrics=["eval/pass@1", "policy/loss"], x="tokens", smooth=0.6, seeds=True,
-                baseline="grpo", target=0.5, group="objective.clip_high")  # fmt: skip
+                baseline="grpo", target=0.5, group="objective.clip_high", band="se")  # fmt: skip
     again = parse_view(dict(pair.split("=", 1) for pair in view.query().split("&")))
     assert again == view
 
@@ -114,7 +115,9 @@ def test_the_permalink_round_trips():
     "params, message",
     [({}, "runs:"), ({"runs": "1,x"}, "runs:"), ({"runs": "1", "x": "hours"}, "x: one of step, tokens, seconds"),
      ({"runs": "1", "smooth": "1"}, "smooth:"), ({"runs": "1", "group": "a;drop"}, "group:"),
-     ({"runs": "1", "target": "high"}, "target: a number")],
+     ({"runs": "1", "target": "high"}, "target: a number"), ({"runs": "1", "target": "1e13"}, "target: a number from"),
+     ({"runs": "1", "target": "nan"}, "target: a finite number"), ({"runs": "1", "band": "sd"}, "band: one of minmax"),
+     ({"runs": "1", "group": "x" * 131}, "group:"), ({"runs": "1", "group": "rollout.gröup"}, "group:")],
 )  # fmt: skip
 def test_a_bad_view_names_its_parameter(params, message):
     with pytest.raises(BadView, match=message):
@@ -128,3 +131,77 @@ def test_a_group_of_one_run_has_no_interval_and_the_payload_is_strict_json(proje
     data = build_comparison(View(runs=[run.id], metrics=["reward/mean"]), project.owner)
     json.dumps(data, allow_nan=False)  # NaN is not JSON: browsers refuse it
     assert data["table"][0]["iqm_low"] is None and data["charts"]["reward/mean"]["grpo"]["low"] is None
+
+
+def test_the_knobs_that_vary_are_those_whose_values_differ_among_the_runs(project):
+    runs = [
+        make_run(project, "grpo", s, lambda t: 0.1, 1, steps=2, rollout={"group_size": g}) for s, g in ((0, 4), (1, 8))
+    ]
+    runs.append(make_run(project, "mc-grpo", 0, lambda t: 0.1, 1, steps=2, rollout={"group_size": 4}))
+    knobs = varying_knobs(runs)
+    assert {"seed", "method", "rollout.group_size", "generate.name"} <= set(knobs)
+    assert "optimizer.lr" not in knobs and "task.name" not in knobs  # the same in every run
+    assert group_options(knobs)[0] == "method" and group_options(knobs).count("method") == 1
+    assert varying_knobs(runs[:1]) == [] and group_options([]) == ["method"]  # one run: nothing varies
+
+
+def test_grouping_by_a_knob_that_does_not_vary_is_refused_by_name(project):
+    runs = [make_run(project, "grpo", s, lambda t: 0.1, 1, steps=2) for s in (0, 1)]
+    ids = [r.id for r in runs]
+    with pytest.raises(
+        BadView, match="group: 'optimizer.lr' does not differ among these runs; group by one of method, seed"
+    ):
+        select_runs(View(runs=ids, group="optimizer.lr"), project.owner)
+    with pytest.raises(BadView, match="group: 'no.such.knob'"):
+        build_comparison(View(runs=ids, group="no.such.knob"), project.owner)
+    assert [g["label"] for g in build_comparison(View(runs=ids, group="seed"), project.owner)["groups"]] == ["0", "1"]
+
+
+def test_the_chosen_band_is_drawn_and_none_draws_none(project):
+    runs = [make_run(project, "grpo", s, lambda t, s=s: 0.5 * s, 10, steps=20) for s in range(3)]  # 0, .5, 1
+    ids = [r.id for r in runs]
+
+    def band(kind):
+        curve = build_comparison(View(runs=ids, metrics=["reward/mean"], band=kind), project.owner)["charts"]
+        return curve["reward/mean"]["grpo"]["low"], curve["reward/mean"]["grpo"]["high"]
+
+    assert band("minmax")[0][0] == 0.0 and band("minmax")[1][0] == 1.0
+    assert band("se")[1][0] == pytest.approx(0.5 + 0.5 / np.sqrt(3), rel=1e-5)
+    assert band("ci")[1][0] > 1.0 and band("none") == (None, None)
+    data = build_comparison(View(runs=ids, band="se"), project.owner)
+    assert data["view"]["band"] == "se" and "band=se" in data["permalink"]
+
+
+def test_tokens_to_reach_a_target_are_the_mean_and_range_over_the_runs_that_reached_it(project):
+    # reward = step / 100 for every run; 300, 500 and 1000 tokens a step: 1.0 is first reached at step 100
+    runs = [
+        make_run(project, "grpo", s, lambda t: t / 100, tokens, steps=120) for s, tokens in enumerate((300, 500, 1000))
+    ]
+    runs.append(make_run(project, "grpo", 3, lambda t: t / 1000, 99, steps=120))  # never gets there
+    runs.append(make_run(project, "rloo", 0, lambda t: t / 200, 100, steps=120))  # nor this group
+    data = build_comparison(View(runs=[r.id for r in runs], metrics=["reward/mean"], target=1.0), project.owner)
+    reach = {row["group"]: row["reach"] for row in data["table"]}
+    assert reach["grpo"] == {"reached": 3, "of": 4, "steps": 100.0, "tokens": 60_000.0, "tokens_low": 30_000.0,
+                             "tokens_high": 100_000.0, "seconds": pytest.approx(10.0)}  # fmt: skip
+    assert reach["rloo"] == {"reached": 0, "of": 1}
+
+
+def test_parallel_coordinates_have_a_line_per_scored_run_over_the_varying_knobs_and_the_metric(project):
+    cells = [("grpo", 1e-4), ("grpo", 3e-4), ("mc-grpo", 1e-4)]
+    runs = [make_run(project, m, 0, lambda t, lr=lr: lr * 1000, 1, steps=2, optimizer={"lr": lr}) for m, lr in cells]
+    unscored = make_run(project, "grpo", 0, lambda t: 0.1, 1, steps=2, optimizer={"lr": 1e-3})
+    unscored.summary = {}
+    unscored.save()
+    data = build_comparison(View(runs=[r.id for r in [*runs, unscored]], metrics=["reward/mean"]), project.owner)
+    parallel = data["parallel"]
+    axes = {d["label"]: d for d in parallel["dimensions"]}
+    assert parallel["runs"] == [r.id for r in runs] and parallel["unscored"] == 1
+    assert axes["optimizer.lr"]["values"] == [1e-4, 3e-4, 1e-4] and "ticktext" not in axes["optimizer.lr"]
+    assert axes["method"]["ticktext"] == ["grpo", "mc-grpo"] and axes["method"]["values"] == [0, 0, 1]
+    assert parallel["dimensions"][-1] == {"label": "reward/mean", "values": pytest.approx([0.1, 0.3, 0.1])}
+    assert "seed" not in axes  # every run is seed 0 here; and a seed is never an axis of the sweep
+
+
+def test_runs_that_differ_only_by_seed_have_no_parallel_coordinates(project):
+    runs = [make_run(project, "grpo", s, lambda t: 0.1, 1, steps=2) for s in (0, 1)]
+    assert build_comparison(View(runs=[r.id for r in runs]), project.owner)["parallel"] is None

@@ -105,3 +105,38 @@ def test_points_written_later_show_up_in_the_next_refresh(alice_client, two_runs
     write_points(run.id, [("reward/mean", 21, 5.0, 0.0), ("counters/rollout_tokens", 21, 2100, 0.0)])
     after = alice_client.get(f"/api/compare?runs={ids}&metrics=reward/mean").json()["charts"]["reward/mean"]["grpo"]
     assert after["x"][-1] == 21 > before["x"][-1]
+
+
+def test_the_group_by_select_offers_the_knobs_that_vary_and_the_band_choice_is_in_the_url(alice_client, two_runs):
+    ids = ",".join(str(r.id) for r in two_runs)
+    page = alice_client.get(f"/compare/?runs={ids}&band=ci&group=objective.name").content.decode()
+    select = page.split('id="group-select">')[1].split("</select>")[0]
+    assert "<option >method</option>" in select and "<option selected>objective.name</option>" in select
+    assert "optimizer.lr" not in select  # the same in both runs
+    assert '<option value="ci" selected>' in page and "the default is the min–max of the runs" in page
+    data = alice_client.get(f"/api/compare?runs={ids}&band=ci&group=objective.name").json()
+    assert data["view"]["band"] == "ci" and "band=ci" in data["permalink"]
+    assert data["group_options"][0] == "method" and "objective.name" in data["group_options"]
+
+
+@pytest.mark.parametrize(
+    "query, message",
+    [("group=optimizer.lr", "group: 'optimizer.lr' does not differ among these runs"),
+     ("group=objective.name;drop", "group: 'method' or a config knob"),
+     ("band=sd", "band: one of minmax, ci, se, none"),
+     ("target=1e300", "target: a number from -1e+12 to 1e+12")],
+)  # fmt: skip
+def test_a_bad_group_band_or_target_is_a_400_naming_it_on_the_page_and_the_api(alice_client, two_runs, query, message):
+    ids = ",".join(str(r.id) for r in two_runs)
+    page = alice_client.get(f"/compare/?runs={ids}&{query}")
+    assert page.status_code == 400 and message in unescape(page.content.decode())
+    data = alice_client.get(f"/api/compare?runs={ids}&{query}")
+    assert data.status_code == 400 and message in data.json()["error"]
+    export = alice_client.get(f"/api/compare/export?runs={ids}&{query}")
+    assert export.status_code == 400
+
+
+def test_sharing_a_comparison_grouped_by_a_knob_that_does_not_vary_is_a_400(alice_client, two_runs):
+    ids = ",".join(str(r.id) for r in two_runs)
+    response = alice_client.post("/compare/share/", {"query": f"runs={ids}&group=optimizer.lr", "days": "7"})
+    assert response.status_code == 400 and "does not differ" in unescape(response.content.decode())

@@ -82,6 +82,40 @@ def test_the_mean_band_is_a_t_interval():
     assert centre[1] == 3.0 and high[1] == pytest.approx(3 + half)
 
 
+# three seeds at two points; the second point has one seed missing, the third only one seed
+BAND_CURVES = np.array([[0.0, 1.0, 7.0], [3.0, np.nan, np.nan], [6.0, 5.0, np.nan]])
+
+
+def test_the_standard_error_band_is_the_mean_plus_or_minus_one_standard_error():
+    centre, low, high = stats.band(BAND_CURVES, "se")
+    se = 3.0 / np.sqrt(3)  # [0, 3, 6]: sample std 3
+    assert centre[0] == 3.0 and low[0] == pytest.approx(3 - se) and high[0] == pytest.approx(3 + se)
+    assert low[1] == pytest.approx(1.0) and high[1] == pytest.approx(5.0)  # [1, 5]: std 2*sqrt(2), se 2
+    assert np.isnan(low[2]) and np.isnan(high[2]) and centre[2] == 7.0  # one seed: no spread to show
+
+
+def test_the_min_max_band_spans_the_lowest_and_highest_seed():
+    centre, low, high = stats.band(BAND_CURVES, "minmax")
+    assert list(centre[:2]) == [3.0, 3.0] and list(low[:2]) == [0.0, 1.0] and list(high[:2]) == [6.0, 5.0]
+    assert np.isnan(low[2]) and np.isnan(high[2])
+
+
+def test_the_ci_band_is_the_t_interval_and_none_draws_no_band():
+    centre, low, high = stats.band(BAND_CURVES, "ci")
+    half = scipy_stats.t.ppf(0.975, 2) * 3.0 / np.sqrt(3)  # 4.30 standard errors at three seeds
+    assert low[0] == pytest.approx(3 - half) and high[0] == pytest.approx(3 + half)
+    centre, low, high = stats.band(BAND_CURVES, "none")
+    assert list(centre) == [3.0, 3.0, 7.0] and low is None and high is None
+
+
+def test_at_few_seeds_the_default_band_is_narrower_than_the_t_interval():
+    two_seeds = np.array([[0.0], [1.0]])
+    _, ci_low, ci_high = stats.band(two_seeds, "ci")
+    _, low, high = stats.band(two_seeds, stats.DEFAULT_BAND)
+    assert (low[0], high[0]) == (0.0, 1.0)
+    assert ci_high[0] - ci_low[0] == pytest.approx(scipy_stats.t.ppf(0.975, 1) * (high[0] - low[0]))  # 12.7x
+
+
 def test_point_estimates_match_rliable():
     from rliable import metrics as rl
 

@@ -77,7 +77,8 @@ HOSTILE = [
 PAGES = {
     "/runs/": ["project", "method", "state", "tag", "sort", "ids"],
     "/runs/launch/": ["from", "method"],
-    "/compare/": ["runs", "experiment", "group", "metrics", "x", "smooth", "seeds", "baseline", "target", "table"],
+    "/compare/": "runs experiment group metrics x smooth band seeds baseline target table".split(),
+    "/compare/experiments/": ["project", "page"],
     "/compare/sweep/": ["from", "method"],
     "/audit/differences/": ["a", "b"],
 }

@@ -31,6 +31,7 @@ SKIPPED = ("admin/",)  # Django's own admin: staff only, not the product's pages
 QUERY_OBJECTS = {
     "runs:launch": "from={run}",
     "compare:page": "runs={run}",
+    "compare:index": "project={project_id}",
     "compare:sweep": "from={run}",
     "audit:differences": "a={run}&b={run2}",
     "api:compare": "runs={run}",
@@ -38,7 +39,7 @@ QUERY_OBJECTS = {
     "api:differences": "a={run}&b={run2}",
 }
 EXPERIMENT_QUERIES = {"compare:page": "experiment={experiment}", "api:compare": "experiment={experiment}"}
-LISTS = {"runs:list", "api:runs", "accounts:teams", "accounts:tokens"}  # 200, with only what the caller may see
+LISTS = {"runs:list", "api:runs", "accounts:teams", "accounts:tokens", "compare:index"}  # 200, only the caller's
 PERSONAL = {"accounts:revoke-token"}
 # opened by the token in their path by whoever holds it, by design (tests/platform/test_sharing.py)
 PUBLIC_BY_TOKEN = {"share"}  # a user's own objects: 404 to everyone else, teammates included

@@ -26,6 +26,7 @@ class CompareQuery(Strict):
     metrics: text(2600) = Field("", description="comma-separated metric names")
     x: text(20) = ""
     smooth: text(40) = ""
+    band: text(20) = Field("", description="minmax (the default), ci, se or none")
     seeds: text(10) = ""
     baseline: text(200) = ""
     target: text(40) = ""

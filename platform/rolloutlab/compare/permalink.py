@@ -1,7 +1,10 @@
 """What a compare page shows, as parsed from (and written back to) its URL: the permalink.
 
     /compare/?runs=3,4,7&group=method&metrics=eval/pass@1,reward/mean&x=tokens&smooth=0.6
-             &seeds=1&baseline=grpo&target=0.5
+             &band=minmax&seeds=1&baseline=grpo&target=0.5
+
+Which config knobs may group the runs depends on the runs (rolloutlab.compare.service.check_group);
+here a group-by is only checked for its shape.
 
 Every setting has a default, so a URL with only `runs` (or `experiment`) is complete.
 """
@@ -13,13 +16,15 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
+from rolloutlab.compare.stats import BANDS, DEFAULT_BAND
 from workers import metrics as metric
 
 X_AXES = {"step": None, "tokens": metric.ROLLOUT_TOKENS, "seconds": metric.WALL_S}
 DEFAULT_METRICS = [metric.PASS_AT_1, metric.REWARD_MEAN]
 MAX_RUNS, MAX_METRICS = 200, 12
 _METRIC = re.compile(r"[A-Za-z][\w@./-]{0,199}")
-_GROUP = re.compile(r"method|task|seed|name|[a-z_]{1,40}\.[a-z_]{1,40}(\.[a-z_]{1,40})?")
+_GROUP = re.compile(r"[A-Za-z_][A-Za-z0-9_.@-]{0,129}")  # a dotted config knob path, as flatten() writes it
+TARGET_BOUND = 1e12  # a target beyond this is a typo: no metric of a run reaches it
 
 
 class BadView(ValueError):
@@ -34,6 +39,7 @@ class View:
     metrics: list[str] = field(default_factory=lambda: list(DEFAULT_METRICS))
     x: str = "step"
     smooth: float = 0.0
+    band: str = DEFAULT_BAND
     seeds: bool = False
     baseline: str = ""
     target: float | None = None
@@ -48,6 +54,7 @@ class View:
         if self.experiment is not None:
             params["experiment"] = self.experiment
         params.update(group=self.group, metrics=",".join(self.metrics), x=self.x, smooth=f"{self.smooth:g}")
+        params["band"] = self.band
         if self.seeds:
             params["seeds"] = 1
         if self.baseline:
@@ -68,6 +75,7 @@ def parse_view(params) -> View:
         metrics=[m for m in (params.get("metrics") or ",".join(DEFAULT_METRICS)).split(",") if m],
         x=params.get("x") or "step",
         smooth=_number(params.get("smooth") or "0", "smooth"),
+        band=params.get("band") or DEFAULT_BAND,
         seeds=params.get("seeds") in ("1", "true", "on"),
         baseline=params.get("baseline", ""),
         target=_number(params["target"], "target") if params.get("target") else None,
@@ -78,7 +86,7 @@ def parse_view(params) -> View:
     if len(view.runs) > MAX_RUNS:
         raise BadView(f"runs: at most {MAX_RUNS} runs")
     if not _GROUP.fullmatch(view.group):
-        raise BadView("group: 'method', 'task', 'seed' or a config knob such as 'objective.clip_high'")
+        raise BadView("group: 'method' or a config knob such as 'objective.clip_high'")
     if not view.metrics or len(view.metrics) > MAX_METRICS or not all(_METRIC.fullmatch(m) for m in view.metrics):
         raise BadView(f"metrics: one to {MAX_METRICS} metric names, comma-separated")
     if not _METRIC.fullmatch(view.table_metric):
@@ -87,6 +95,10 @@ def parse_view(params) -> View:
         raise BadView("baseline: the label of one group, at most 200 printable characters")
     if view.x not in X_AXES:
         raise BadView(f"x: one of {', '.join(X_AXES)}")
+    if view.band not in BANDS:
+        raise BadView(f"band: one of {', '.join(BANDS)}")
+    if view.target is not None and abs(view.target) > TARGET_BOUND:
+        raise BadView(f"target: a number from {-TARGET_BOUND:g} to {TARGET_BOUND:g}")
     if not 0 <= view.smooth < 1:
         raise BadView("smooth: a weight from 0 (none) up to, not including, 1")
     return view

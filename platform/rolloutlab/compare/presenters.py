@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 from rolloutlab.compare.permalink import X_AXES, View
+from rolloutlab.compare.service import group_options, varying_knobs
+from rolloutlab.compare.stats import BANDS, DEFAULT_BAND
 from rolloutlab.metrics.series import run_keys
 from rolloutlab.runs.models import Run
+
+AXIS_LABELS = {"step": "step", "tokens": "rollout tokens", "seconds": "training seconds"}
 
 
 def compare_page_context(view: View, runs: list[Run]) -> dict:
     keys = sorted({k for run in runs[:50] for k in run_keys(run.id)}) or view.metrics
     unverified = [run for run in runs if run.unverified]
-    return {"view": view, "permalink": view.query(), "keys": keys, "axes": list(X_AXES), "unverified": unverified}
+    return {
+        "view": view,
+        "permalink": view.query(),
+        "keys": keys,
+        "axes": [(axis, AXIS_LABELS[axis]) for axis in X_AXES],
+        "unverified": unverified,
+        "group_options": group_options(varying_knobs(runs)),
+        "bands": [(name, label) for name, (label, _) in BANDS.items()],
+        "default_band": BANDS[DEFAULT_BAND][0],
+    }

@@ -6,8 +6,11 @@ with honest statistics, and the config knobs that differ between groups.
 Curves: each run's series (downsampled on the server) is put on the chosen x-axis
 (step, rollout tokens or training seconds, the engine's counters), smoothed with
 a debiased EMA if asked, and interpolated onto a grid spanning the x-range that
-every run of its group has reached; the band is the pointwise 95% t-interval of
-the mean across the group's runs.
+every run of its group has reached; the band across the group's runs is the
+view's choice of rolloutlab.compare.stats.BANDS (min-max by default).
+
+Runs are grouped by "method" or by a config knob whose value differs among them
+(group_options); any other group-by is a BadView, so a 400 naming it.
 """
 
 from __future__ import annotations
@@ -15,33 +18,73 @@ from __future__ import annotations
 from collections import defaultdict
 
 import numpy as np
+from django.db.models import Count, Q, QuerySet
 
-from rolloutlab.accounts.access import get_experiment_for_user, get_runs_for_user
+from rolloutlab.accounts.access import get_experiment_for_user, get_runs_for_user, visible_experiments
 from rolloutlab.compare import stats
 from rolloutlab.compare.permalink import X_AXES, BadView, View
 from rolloutlab.metrics.series import first_reaching, read_many, values_at
-from rolloutlab.runs.models import Run, State
+from rolloutlab.runs.models import Experiment, Project, Run, State
 from workers import metrics  # not `as metric`: the functions here name a metric `metric`
 
+DEFAULT_GROUP = "method"
+MISSING = "—"  # a knob a run's components do not have
 GRID_POINTS = 200
 SEED_POINTS = 100  # per individual-seed curve: keeps 50 runs x 10 metrics under 2 MB
 SERIES_POINTS = 300
+INDEX_PAGE_SIZE = 50
+ACTIVE = (State.QUEUED, State.RUNNING)
 
 
 def select_runs(view: View, user) -> list[Run]:
-    """The view's runs, each one the user may see (Http404 naming the first that is not)."""
+    """The view's runs, each one the user may see (Http404 naming the first that is not); BadView when the
+    view groups them by a knob that does not differ among them."""
     if view.runs:
         found = sorted(get_runs_for_user(user, view.runs), key=lambda run: run.id)
     else:
         found = list(get_experiment_for_user(user, view.experiment).runs.order_by("id"))
     if not found:
         raise BadView("experiment: it has no runs yet")
+    check_group(view.group, found)
     return found
+
+
+def experiments_for_index(user, project: Project | None = None) -> QuerySet[Experiment]:
+    """The experiments the user may see (of one project, given one they may see), newest first, with run counts."""
+    experiments = visible_experiments(user)
+    if project is not None:
+        experiments = experiments.filter(project=project)
+    return (
+        experiments.select_related("project", "owner")
+        .annotate(run_count=Count("runs"), running=Count("runs", filter=Q(runs__state__in=ACTIVE)))
+        .order_by("-created_at", "-id")
+    )
+
+
+def varying_knobs(runs: list[Run]) -> list[str]:
+    """The config knobs (dotted paths) whose value is not the same in every run; a knob some runs lack varies."""
+    configs = [flatten(run.config) for run in runs]
+    knobs = sorted({knob for config in configs for knob in config})
+    return [knob for knob in knobs if len({config.get(knob, MISSING) for config in configs}) > 1]
+
+
+def group_options(knobs: list[str]) -> list[str]:
+    """What runs may be grouped by, given their varying_knobs: the method (the default, even when all share it),
+    then each varying knob."""
+    return [DEFAULT_GROUP, *(knob for knob in knobs if knob != DEFAULT_GROUP)]
+
+
+def check_group(group: str, runs: list[Run]) -> None:
+    options = group_options(varying_knobs(runs))
+    if group not in options:
+        shown = ", ".join(options[:20]) + (", ..." if len(options) > 20 else "")
+        raise BadView(f"group: {group!r} does not differ among these runs; group by one of {shown}")
 
 
 def group_label(run: Run, group: str) -> str:
     if group in ("method", "task", "seed", "name"):
-        return str(getattr(run, group) or "custom")
+        value = getattr(run, group)
+        return "custom" if value in (None, "") else str(value)  # seed 0 is a seed, not "custom"
     node = run.config
     for part in group.split("."):
         node = node.get(part) if isinstance(node, dict) else None
@@ -82,8 +125,8 @@ def run_curve(series, run_id: int, metric: str, x_axis: str, weight: float) -> t
     return x, ema(values, weight)
 
 
-def aggregate(curves: list[tuple[np.ndarray, np.ndarray]]) -> dict:
-    """Mean and 95% band of a group's curves on a grid over the x-range every one of them covers."""
+def aggregate(curves: list[tuple[np.ndarray, np.ndarray]], band: str = stats.DEFAULT_BAND) -> dict:
+    """Mean and band (one of stats.BANDS) of a group's curves on a grid over the x-range every one covers."""
     lo = max(x[0] for x, _ in curves)
     hi = min(x[-1] for x, _ in curves)
     if len(curves) == 1 or hi <= lo:
@@ -91,7 +134,7 @@ def aggregate(curves: list[tuple[np.ndarray, np.ndarray]]) -> dict:
         return {"x": x, "mean": y, "low": None, "high": None, "covered": len(curves) == 1}
     grid = np.linspace(lo, hi, GRID_POINTS)
     stacked = np.stack([np.interp(grid, x, y) for x, y in curves])  # (runs, grid)
-    centre, low, high = stats.mean_band(stacked)
+    centre, low, high = stats.band(stacked, band)
     return {"x": grid, "mean": centre, "low": low, "high": high, "covered": True}
 
 
@@ -123,7 +166,7 @@ def charts(view: View, groups: dict[str, list[Run]], series) -> dict:
             present = [c for c in curves.values() if c is not None and len(c[0])]
             if not present:
                 continue
-            agg = aggregate(present)
+            agg = aggregate(present, view.band)
             entry = {"x": rounded(agg["x"]), "mean": rounded(agg["mean"]), "low": rounded(agg["low"]),
                      "high": rounded(agg["high"]), "runs": len(present)}  # fmt: skip
             if view.seeds:
@@ -188,21 +231,62 @@ def time_to_target(view: View, groups: dict[str, list[Run]]) -> dict[str, dict]:
             "reached": len(reached),
             "of": len(runs),
             "steps": float(np.mean([first[i] for i in reached])),
-            "tokens": float(np.mean([tokens.get(i, 0.0) for i in reached])),  # step 0: nothing spent yet
+            **tokens_spent([tokens.get(i, 0.0) for i in reached]),  # step 0: nothing spent yet
             "seconds": float(np.mean([seconds.get(i, 0.0) for i in reached])),
         }
     return out
 
 
-def flatten(config: dict, prefix: str = "") -> dict[str, str]:
+def leaves(config: dict, prefix: str = "") -> dict[str, object]:
+    """{dotted knob: its value} for every knob of a config; reward weights stay one knob (a dict)."""
     flat = {}
     for key, value in config.items():
         path = f"{prefix}{key}"
         if isinstance(value, dict) and value and path != "reward.weights":
-            flat.update(flatten(value, path + "."))
+            flat.update(leaves(value, path + "."))
         else:
-            flat[path] = repr(value) if not isinstance(value, str) else value
+            flat[path] = value
     return flat
+
+
+def tokens_spent(per_run: list[float]) -> dict[str, float]:
+    """The rollout tokens the runs that reached a target had spent by then: their mean and range."""
+    return {"tokens": float(np.mean(per_run)), "tokens_low": float(min(per_run)), "tokens_high": float(max(per_run))}
+
+
+def parallel_coordinates(view: View, runs: list[Run], knobs: list[str]) -> dict | None:
+    """One line per run over the knobs that vary among the runs (their varying_knobs, seeds aside) and the
+    final table metric:
+    a sweep's shape at a glance. None when no knob but the seed varies, or no run has the metric yet.
+
+    A knob whose values are all numbers is a numeric axis; any other is categorical, its values placed
+    at 0, 1, ... in sorted order and named by ticktext, as Plotly's parcoords wants."""
+    scored = [run for run in runs if _finite(run.summary.get(view.table_metric))]
+    knobs = [knob for knob in knobs if knob != "seed"]
+    if not knobs or not scored:
+        return None
+    configs = [leaves(run.config) for run in scored]
+    dimensions = [knob_axis(knob, [config.get(knob, MISSING) for config in configs]) for knob in knobs]
+    dimensions.append({"label": view.table_metric, "values": [float(run.summary[view.table_metric]) for run in scored]})
+    return {"dimensions": dimensions, "runs": [run.id for run in scored], "unscored": len(runs) - len(scored)}
+
+
+def _finite(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and bool(np.isfinite(value))
+
+
+def knob_axis(knob: str, values: list) -> dict:
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        return {"label": knob, "values": [float(v) for v in values]}
+    text = [v if isinstance(v, str) else repr(v) for v in values]
+    categories = sorted(set(text))
+    return {"label": knob, "values": [categories.index(t) for t in text],
+            "tickvals": list(range(len(categories))), "ticktext": categories}  # fmt: skip
+
+
+def flatten(config: dict) -> dict[str, str]:
+    """leaves() as text, so values of any type compare and sort."""
+    return {path: value if isinstance(value, str) else repr(value) for path, value in leaves(config).items()}
 
 
 def config_diff(groups: dict[str, list[Run]]) -> list[dict]:
@@ -211,7 +295,7 @@ def config_diff(groups: dict[str, list[Run]]) -> list[dict]:
     knobs = sorted({k for configs in flat.values() for c in configs for k in c})
     rows = []
     for knob in knobs:
-        values = {label: sorted({c.get(knob, "—") for c in configs}) for label, configs in flat.items()}
+        values = {label: sorted({c.get(knob, MISSING) for c in configs}) for label, configs in flat.items()}
         if len({v for vs in values.values() for v in vs}) > 1:
             within = any(len(vs) > 1 for vs in values.values())
             rows.append({"knob": knob, "within_group": within,
@@ -225,6 +309,7 @@ def build_comparison(view: View, user) -> dict:
     groups = group_runs(runs, view.group)
     counters = [c for c in X_AXES.values() if c]
     series = read_many([r.id for r in runs], sorted(set(view.metrics) | set(counters)), SERIES_POINTS)
+    knobs = varying_knobs(runs)
     if view.baseline and view.baseline not in groups:
         view.baseline = ""
     return {
@@ -234,6 +319,7 @@ def build_comparison(view: View, user) -> dict:
             "metrics": view.metrics,
             "x": view.x,
             "smooth": view.smooth,
+            "band": view.band,
             "seeds": view.seeds,
             "baseline": view.baseline,
             "target": view.target,
@@ -256,7 +342,9 @@ def build_comparison(view: View, user) -> dict:
             }  # fmt: skip
             for label, members in groups.items()
         ],
+        "group_options": group_options(knobs),
         "charts": charts(view, groups, series),
+        "parallel": parallel_coordinates(view, runs, knobs),
         "table": final_table(view, groups),
         "diff": config_diff(groups),
         "live": any(r.state in (State.QUEUED, State.RUNNING) for r in runs),

@@ -7,6 +7,7 @@ Scores are matrices of shape (runs, tasks): score[n, m] is run n's final score o
     interval(scores, iqm)                         # stratified-bootstrap 95% percentile interval
     probability_of_improvement(x, y)              # P(X > Y), averaged over tasks
     improvement_interval(x, y)                    # its bootstrap interval
+    band(curves, "minmax")                        # a chart's band across seeds: see BANDS
 
 Stratified bootstrap: every resample draws, for each task separately, as many
 runs as that task has, with replacement; a statistic's interval is the
@@ -15,6 +16,7 @@ percentile interval of its value over the resamples.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -98,10 +100,60 @@ def improvement_interval(x, y, reps: int = REPS, seed: int = 0) -> tuple[float, 
 
 def mean_band(curves: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean across seeds and its 95% t-interval, pointwise. curves: (seeds, points), NaN where a seed has no value."""
-    count = np.sum(~np.isnan(curves), axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        centre = np.nanmean(curves, axis=0)
-        spread = np.nanstd(curves, axis=0, ddof=1) / np.sqrt(count)
+    centre, spread, count = _mean_and_standard_error(curves)
+    with np.errstate(invalid="ignore"):
         half = scipy_stats.t.ppf(0.5 + CONFIDENCE / 2, np.maximum(count - 1, 1)) * spread
     half = np.where(count > 1, half, np.nan)
     return centre, centre - half, centre + half
+
+
+def standard_error_band(curves: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean ± one standard error of the mean, pointwise (about a 68% interval only when seeds are many)."""
+    centre, spread, count = _mean_and_standard_error(curves)
+    spread = np.where(count > 1, spread, np.nan)
+    return centre, centre - spread, centre + spread
+
+
+def range_band(curves: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean, and the lowest and highest seed, pointwise: the runs themselves, no model of their spread."""
+    count = np.sum(~np.isnan(curves), axis=0)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN column is NaN, as wanted
+        centre, low, high = np.nanmean(curves, axis=0), np.nanmin(curves, axis=0), np.nanmax(curves, axis=0)
+    return centre, np.where(count > 1, low, np.nan), np.where(count > 1, high, np.nan)
+
+
+def no_band(curves: np.ndarray) -> tuple[np.ndarray, None, None]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(curves, axis=0), None, None
+
+
+def _mean_and_standard_error(curves: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    count = np.sum(~np.isnan(curves), axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # ddof=1 of one seed: NaN, masked by the callers
+        centre = np.nanmean(curves, axis=0)
+        spread = np.nanstd(curves, axis=0, ddof=1) / np.sqrt(count)
+    return centre, spread, count
+
+
+# The compare page's band choices: name -> (what the page calls it, the function). Min-max is the
+# default, for the 2-5 seeds RL runs usually have: a 95% t-interval's multiplier there is large
+# (12.7 standard errors at 2 seeds, 2.8 at 5), so its band swamps the chart; one standard error
+# looks like a confidence interval but covers the true mean only half the time at 2 seeds
+# (P(|t_1| < 1) = 0.5). The seeds' range claims no confidence level at all: it shows where the runs
+# actually went, which is what few seeds can honestly say. (At two seeds the range and one standard
+# error are the same band; what differs is what the page says it is.)
+BANDS = {
+    "minmax": ("min–max of the runs", range_band),
+    "ci": ("95% CI of the mean (Student's t)", mean_band),
+    "se": ("mean ± 1 standard error", standard_error_band),
+    "none": ("no band", no_band),
+}
+DEFAULT_BAND = "minmax"
+
+
+def band(curves: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """(centre, low, high) of curves (seeds, points) for one of BANDS; low and high are None for "none"."""
+    return BANDS[kind][1](curves)

@@ -1,24 +1,27 @@
-"""The compare page, the sweep launcher and an experiment's progress (their JSON is rolloutlab.compare.api)."""
+"""The compare page, its index of experiments, the sweep launcher and an experiment's progress
+(their JSON is rolloutlab.compare.api)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Annotated
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from pydantic import Field, ValidationError
+from pydantic import BeforeValidator, Field, ValidationError
 
-from rolloutlab.accounts.access import get_experiment_for_user, home_team
+from rolloutlab.accounts.access import get_experiment_for_user, get_project_for_user, home_team
 from rolloutlab.accounts.sharing import create_link
 from rolloutlab.compare.permalink import BadView, parse_view
 from rolloutlab.compare.presenters import compare_page_context
-from rolloutlab.compare.service import select_runs
+from rolloutlab.compare.service import INDEX_PAGE_SIZE, experiments_for_index, select_runs
 from rolloutlab.compare.sweeps import SweepError, launch_sweep, parse_sweep
-from rolloutlab.inputs import Strict, UserInputError, page_inputs, text
+from rolloutlab.inputs import Id, Strict, UserInputError, ascii_digits, page_inputs, text
 from rolloutlab.runs.forms import LaunchQuery, form_sections, launch_defaults
 from rolloutlab.runs.models import State
 from rolloutlab.runs.presenters import ROW_METRICS
@@ -28,12 +31,30 @@ from workers.config import METHODS
 @login_required
 @require_GET
 def compare_page(request):
+    if not request.GET:  # the navigation's "Compare": pick what to compare first
+        return redirect("compare:index")
     try:
         view = parse_view(request.GET)
+        runs = select_runs(view, request.user)
     except BadView as exc:
         return render(request, "compare/error.html", {"message": str(exc)}, status=400)
-    runs = select_runs(view, request.user)
     return render(request, "compare/compare.html", compare_page_context(view, runs))
+
+
+class IndexQuery(Strict):
+    project: Id | None = None
+    page: Annotated[int, BeforeValidator(ascii_digits), Field(ge=1, le=100_000)] = 1
+
+
+@login_required
+@require_GET
+@page_inputs(IndexQuery)
+def index(request, query: IndexQuery):
+    """The experiments (sweeps included) of every project the user's teams hold, or of one of them, newest first,
+    each a comparison."""
+    project = get_project_for_user(request.user, query.project) if query.project else None
+    pages = Paginator(experiments_for_index(request.user, project), INDEX_PAGE_SIZE)
+    return render(request, "compare/index.html", {"page": pages.get_page(query.page), "project": project})
 
 
 class ShareCompareForm(Strict):
@@ -51,9 +72,9 @@ def share(request):
             {"query": request.POST.get("query", ""), "days": request.POST.get("days") or 7}
         )
         view = parse_view(QueryDict(form.query))
+        runs = select_runs(view, request.user)
     except (ValidationError, BadView) as exc:
         return render(request, "compare/error.html", {"message": str(exc)}, status=400)
-    runs = select_runs(view, request.user)
     fixed = replace(view, runs=[run.id for run in runs], experiment=None)
     _, token = create_link(request.user, "compare", runs, query=fixed.query(), days=form.days)
     url = request.build_absolute_uri(reverse("share", args=[token]))
