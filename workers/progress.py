@@ -9,7 +9,7 @@ workers.stopping); a long loop then says where it is:
             warm_up.advance()
 
 The innermost phase is the run's state line, `reporter.status("running", "warming up the model: 40/150 steps")`,
-sent at most every UPDATE_INTERVAL_S (a phase that cannot count, shown once as it starts, aside): the platform
+sent at most every UPDATE_INTERVAL_S (phases shown as they start aside, a few at once at most): the platform
 writes each one to PostgreSQL and to the browsers, so a loop of thousands of iterations costs a few writes a
 second. The run's log gets a line every LOG_INTERVAL_S while a phase lasts and one when a phase that took
 LOG_AFTER_S or more ends. Where no reporter is installed (a notebook, a test that loads a model by itself),
@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 UPDATE_INTERVAL_S = 0.25  # at most four state lines a second
+ENTRY_BURST = 4  # phases that may show at once as they are entered, one after another
 LOG_INTERVAL_S = 10.0
 LOG_AFTER_S = 1.0
 
@@ -58,6 +59,7 @@ class Tracker:
         self.reporter, self.clock = reporter, clock
         self.phases: list[Phase] = []
         self.sent_at = float("-inf")
+        self.entries, self.entries_at = float(ENTRY_BURST), clock()
 
     def show(self, phase: Phase, force: bool = False) -> None:
         """The phase's line as the state line if it is the innermost one and none was sent too recently."""
@@ -72,10 +74,21 @@ class Tracker:
             phase.logged_at = now
 
     def enter(self, phase: Phase) -> None:
-        """A phase that counts shows at its next advance if too soon now; one that cannot count (a single long
-        call: loading a model) has no later chance, and phases of that kind come once a run, so it shows at once."""
         self.phases.append(phase)
-        self.show(phase, force=phase.total is None)
+        self.show(phase, force=self.take_entry())
+
+    def take_entry(self) -> bool:
+        """Whether an entering phase may show at once. Entries come in bursts (the dataset, the model, its
+        warm-up), so up to ENTRY_BURST may, refilled at one per UPDATE_INTERVAL_S: phases entered every few
+        milliseconds (an evaluation at every step of a fast run) still cost a few lines a second. One that may
+        not shows at its next advance."""
+        now = self.clock()
+        self.entries = min(ENTRY_BURST, self.entries + (now - self.entries_at) / UPDATE_INTERVAL_S)
+        self.entries_at = now
+        if self.entries < 1:
+            return False
+        self.entries -= 1
+        return True
 
     def leave(self, phase: Phase) -> None:
         self.phases.remove(phase)

@@ -86,6 +86,19 @@ def test_a_long_phase_logs_its_line_every_ten_seconds_and_once_it_ends():
     assert reporter.lines == [*counts, "loading the dataset: 30/30 files in 30.0 s"]
 
 
+def test_phases_entered_in_a_burst_show_at_once_and_a_flood_of_them_a_few_a_second():
+    clock, reporter = Clock(), MemoryReporter()
+    tracker = progress.Tracker(reporter, clock=clock)
+    for _ in range(1000):  # an evaluation of 1 ms at each step of 1 ms: one second
+        evaluating = progress.Phase("evaluating", total=16, unit="completions", log_every_s=None)
+        tracker.enter(evaluating)
+        clock.now += 0.001
+        tracker.leave(evaluating)
+        clock.now += 0.001
+    shown = sum(detail.startswith("evaluating") for _, detail in reporter.states)
+    assert progress.ENTRY_BURST <= shown <= progress.ENTRY_BURST + 2 / progress.UPDATE_INTERVAL_S
+
+
 def test_the_enclosing_phase_comes_back_on_the_state_line_when_a_nested_one_ends():
     clock, reporter = Clock(), MemoryReporter()
     tracker = progress.Tracker(reporter, clock=clock)
