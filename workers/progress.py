@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-UPDATE_INTERVAL_S = 0.25  # at most four state lines a second
+UPDATE_INTERVAL_S = 0.25  # a phase's counts: at most four state lines a second
 ENTRY_BURST = 4  # phases that may show at once as they are entered, one after another
 LOG_INTERVAL_S = 10.0
 LOG_AFTER_S = 1.0
@@ -37,7 +37,7 @@ class Phase:
     def __init__(self, name: str, total: int | None, unit: str, log_every_s: float | None):
         self.name, self.total, self.unit, self.log_every_s = name, total, unit, log_every_s
         self.done = 0
-        self.started = self.logged_at = time.monotonic()
+        self.started = self.logged_at = time.monotonic()  # the tracker's clock, once it is entered
         self.shown = False  # whether the state line ever showed this phase
 
     def line(self) -> str:
@@ -74,6 +74,7 @@ class Tracker:
             phase.logged_at = now
 
     def enter(self, phase: Phase) -> None:
+        phase.started = phase.logged_at = self.clock()
         self.phases.append(phase)
         self.show(phase, force=self.take_entry())
 
