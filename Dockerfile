@@ -16,6 +16,8 @@ COPY templates templates
 COPY static static
 COPY examples examples
 RUN pip install --extra-index-url "$TORCH_INDEX" -e ".[$EXTRAS]"
+# the static files under hashed names with gzip and brotli copies, which WhiteNoise serves (var/static)
+RUN python manage.py collectstatic --noinput -v0
 
 RUN useradd --create-home rolloutlab && mkdir -p /data && chown rolloutlab /data
 USER rolloutlab

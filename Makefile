@@ -9,7 +9,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
-export ROLLOUTLAB_CACHE ?= $(CURDIR)/.cache/rolloutlab
+# warm-started models: ROLLOUTLAB_CACHE if set, else ~/.cache/rolloutlab, the place the command line uses too
 
 PORT ?= 8000
 EXAMPLES ?=

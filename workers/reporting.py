@@ -178,6 +178,9 @@ class ProgressReporter:
         self.bar.write(line, file=self.bar.fp)
 
     def status(self, state, detail=""):
+        if state == "running":  # the phase and how far it got (workers.progress): redrawn in place, several a second
+            self.bar.set_description_str(detail)
+            return
         if state in ("succeeded", "failed", "cancelled"):
             self.bar.close()
         self.bar.write(f"[{state}] {detail}".rstrip(), file=self.bar.fp)

@@ -33,7 +33,7 @@ import torch
 import yaml
 
 from workers import metrics as metric
-from workers import repro, stopping
+from workers import progress, repro, stopping
 from workers.evaluation import score_eval
 from workers.models.policy import load_policy
 from workers.pipeline.batch import RolloutBatch
@@ -134,11 +134,15 @@ class Trainer:
         RolloutBackend (workers.distributed's rollout actors); None: this process, through the run's backend."""
         self.cfg, self.reporter, self.artifacts_dir = cfg, reporter, artifacts_dir
         stopping.install(reporter.should_stop)  # from here on every long loop of this thread obeys a stop
+        progress.install(reporter)  # ... and reports how far it got (the warm-up, an evaluation)
         self.device = resolve_device(cfg.resources.device)
         repro.seed_everything(cfg.seed)
         self.determinism = repro.determinism_record(self.device, cfg.resources.threads)
-        self.task = task or build_task(cfg)
-        with self.deterministic():
+        if task is None:
+            with progress.phase("loading the dataset"):
+                task = build_task(cfg)
+        self.task = task
+        with self.deterministic(), progress.phase("loading the model"):
             self.policy = load_policy(cfg, self.task, self.device)
         repro.seed_everything(cfg.seed)  # building the tiny model consumed global RNG draws
         self.backend = build_backend(cfg.rollout.backend, self.policy)  # evaluates, and samples unless `samplers`
@@ -228,8 +232,10 @@ class Trainer:
         try:
             if self.cfg.eval.every:
                 self.reporter.metrics(0, self.evaluate(0))
-            with closing(self.steps()) as steps:  # closed on a break: the asynchronous producer is joined
+            # closed on a break: the asynchronous producer is joined
+            with closing(self.steps()) as steps, self.training_phase() as training:
                 for step, metrics in steps:
+                    training.advance()
                     self.reporter.metrics(step, metrics)
                     last_step = step
                     if self.cfg.schedule.save_every and step % self.cfg.schedule.save_every == 0:
@@ -246,6 +252,10 @@ class Trainer:
         self.record_data_stream()
         self.reporter.status("succeeded", f"{last_step} steps")
         return "succeeded"
+
+    def training_phase(self):
+        """The steps as a phase: the state line says how many are done (each step's metrics are its log)."""
+        return progress.phase("training", total=self.cfg.schedule.steps, unit="steps", log_every_s=None)
 
     def steps(self) -> Iterator[tuple[int, dict[str, float]]]:
         """Every step's number and metrics, in order: one at a time, or pipelined when schedule.max_staleness is set."""
@@ -729,18 +739,22 @@ class Trainer:
         examples = self.task.eval_examples()
         e, max_new = self.cfg.eval, self.cfg.rollout.max_new_tokens
         generator = torch.Generator(self.device).manual_seed(self.cfg.seed * 1_000_003 + step)
-        greedy = self.eval_texts(examples, 1, SamplingParams(max_new, 0.0), generator)
-        sampled = self.eval_texts(examples, e.n, SamplingParams(max_new, e.temperature), generator)
+        with progress.phase("evaluating", total=len(examples) * (1 + e.n), unit="completions") as evaluating:
+            greedy = self.eval_texts(examples, 1, SamplingParams(max_new, 0.0), generator, evaluating)
+            sampled = self.eval_texts(examples, e.n, SamplingParams(max_new, e.temperature), generator, evaluating)
         return score_eval(self.task, examples, greedy, sampled, e.n, e.k)
 
-    def eval_texts(self, examples, n: int, params: SamplingParams, generator, rows_per_call: int = 1024) -> list[str]:
+    def eval_texts(self, examples, n: int, params: SamplingParams, generator, evaluating: progress.Phase,
+                   rows_per_call: int = 1024) -> list[str]:  # fmt: skip
         prompts = [self.policy.encode_prompt(e.prompt) for e in examples]
         per_call = max(1, rows_per_call // n)
         texts = []
         for start in range(0, len(prompts), per_call):
             stopping.checkpoint()
-            out = self.backend.generate(prompts[start : start + per_call], n, params, generator)
+            chunk = prompts[start : start + per_call]
+            out = self.backend.generate(chunk, n, params, generator)
             texts += self.policy.decode_completions(out)
+            evaluating.advance(len(chunk) * n)
         return texts
 
     # ------------------------------------------------------------------ phase: report

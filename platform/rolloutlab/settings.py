@@ -313,9 +313,21 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "rolloutlab.staticfiles.PlotlyFinder",  # vendor/plotly.min.js, from the plotly package itself
+]
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "var" / "static"))
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns on every start when it is missing
-WHITENOISE_USE_FINDERS = True  # serve straight from static/: no collectstatic step to forget
+# `collectstatic` (make demo, the image's build, the test session) writes every file under a name with its
+# content's hash, plus .gz and .br copies: WhiteNoise serves them compressed with a max-age of ten years.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "rolloutlab.staticfiles.StaticStorage"},
+}
+WHITENOISE_USE_FINDERS = True  # a file not collected yet is still served, uncompressed, under its plain name
+WHITENOISE_KEEP_ONLY_HASHED_FILES = True  # pages name the hashed files only; compress those alone
 
 LOGGING = {
     "version": 1,

@@ -5,14 +5,12 @@ from django.views.generic import RedirectView
 
 from rolloutlab.accounts import views as account_views
 from rolloutlab.api import api
-from rolloutlab.metrics.views import plotly_bundle
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="runs:list", permanent=False)),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
-    path("vendor/plotly.min.js", plotly_bundle, name="plotly"),
     path("runs/", include("rolloutlab.runs.urls")),
     path("compare/", include("rolloutlab.compare.urls")),
     path("audit/", include("rolloutlab.audit.urls")),

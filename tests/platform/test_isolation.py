@@ -44,7 +44,7 @@ PERSONAL = {"accounts:revoke-token"}
 # opened by the token in their path by whoever holds it, by design (tests/platform/test_sharing.py)
 PUBLIC_BY_TOKEN = {"share"}  # a user's own objects: 404 to everyone else, teammates included
 FREE = {  # touch no existing object (launch/import make new ones in the caller's own team)
-    None, "login", "logout", "plotly", "runs:method-card", "audit:import", "api:schema", "api:import_bundle",
+    None, "login", "logout", "runs:method-card", "audit:import", "api:schema", "api:import_bundle",
     "compare:share",  # posts a comparison's query: its runs are loaded as compare:page loads them
     "api:openapi-json", "api:openapi-view", "api:api-root",
     "api:external_runs",  # starts an external run in the caller's own team, as a launch does

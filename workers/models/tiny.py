@@ -19,13 +19,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from workers import stopping
+from workers import progress, stopping
 from workers.models.policy import Policy
 from workers.models.shape import CHARSET, MAX_POSITIONS, SPECIALS
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("ROLLOUTLAB_CACHE", Path.home() / ".cache" / "rolloutlab"))
+    """$ROLLOUTLAB_CACHE, or ~/.cache/rolloutlab: the one place the CLI, the platform's workers and `make demo`
+    keep warm-started models, so that a model is built once per machine whichever of them needs it first."""
+    return Path(os.environ.get("ROLLOUTLAB_CACHE") or Path.home() / ".cache" / "rolloutlab")
 
 
 def char_tokenizer():
@@ -118,15 +120,17 @@ def warm_start(model, tokenizer, task, cfg) -> None:
         optimizer, lambda step: min(1.0, (step + 1) / 20) * max(0.1, 1 - step / m.warmup_steps)
     )
     model.train()
-    for _ in range(m.warmup_steps):
-        stopping.checkpoint()
-        inputs, labels = sft_batch(tokenizer, task.warmup_pairs(m.warmup_batch_size, rng))
-        loss = model(input_ids=inputs, labels=labels).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad(set_to_none=True)
+    with progress.phase("warming up the model", total=m.warmup_steps, unit="steps") as warm_up:
+        for _ in range(m.warmup_steps):
+            stopping.checkpoint()
+            inputs, labels = sft_batch(tokenizer, task.warmup_pairs(m.warmup_batch_size, rng))
+            loss = model(input_ids=inputs, labels=labels).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            schedule.step()
+            optimizer.zero_grad(set_to_none=True)
+            warm_up.advance()
     model.eval()
 
 

@@ -147,8 +147,9 @@ class PlatformReporter:
 
     def status(self, state: str, detail: str = "") -> None:
         self.flush()  # every point reported before a state change is committed before it
-        if state == State.RUNNING:
+        if state == State.RUNNING:  # what the run is doing now (workers.progress): its page's state line
             self.retry.call(lambda _: Run.objects.filter(id=self.run_id).update(detail=detail), "the run's detail")
+            notify(self.run_id, {"kind": "state", "state": State.RUNNING, "detail": detail})
             return
         self.retry.call(lambda _: lifecycle.transition(self.run_id, state, detail), f"the move to {state}")
 

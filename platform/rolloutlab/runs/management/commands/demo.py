@@ -1,6 +1,6 @@
 """`python manage.py demo [--examples] [--port 8000]`: the whole platform in one process.
 
-Migrates, creates the demo login, optionally queues two example runs (grpo and
+Migrates, collects the static files, creates the demo login, optionally queues two example runs (grpo and
 mc-grpo on the quick arithmetic example), then serves with daphne. Without
 DATABASE_URL and REDIS_URL this is the embedded mode: SQLite, the in-memory
 channel layer, and runs executed in this very process.
@@ -30,6 +30,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, examples, port, host, **options):
         call_command("migrate", verbosity=0)
+        call_command("collectstatic", interactive=False, verbosity=0)  # hashed, compressed files for WhiteNoise
         call_command("demo_user", username="demo", password="demo", team="demo", role="admin")
         if examples:
             self.queue_examples()
