@@ -1,4 +1,4 @@
-// The runs list keeps each row's state and step current without a reload.
+// The runs list keeps each row's state, phase and step current without a reload.
 // (Loaded by the experiment page too, which has the rows but none of the table's tools.)
 (function () {
   const rows = Array.from(document.querySelectorAll("#runs-table tr[data-run-id]"));
@@ -18,6 +18,8 @@
       const state = row.querySelector('[data-field="state"]');
       state.textContent = run.state;
       state.className = "state state-" + run.state;
+      const phase = row.querySelector('[data-field="phase"]'); // what a running run is doing now
+      if (phase) phase.textContent = run.state === "running" ? run.detail : "";
       row.querySelector('[data-field="step"]').textContent = `${run.step}/${run.total_steps}`;
       for (const cell of row.querySelectorAll("[data-metric]")) {
         cell.textContent = fmt(run.summary[cell.dataset.metric], cell.dataset.format);

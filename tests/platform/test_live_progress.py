@@ -72,8 +72,10 @@ def test_a_model_never_built_shows_its_warm_up_in_the_browser_within_2_seconds_o
     wait_until(lambda: "warming up the model: " in page.locator("#log").inner_text(), 20, what="the phase's log line")
 
     page.goto("/runs/")
-    phase = page.locator(f"tr[data-run-id='{run_id}'] [data-field=phase]").inner_text()
+    in_list = page.locator(f"tr[data-run-id='{run_id}'] [data-field=phase]")
+    phase = in_list.inner_text()
     assert WARMING_UP.search(phase), phase
+    wait_until(lambda: in_list.inner_text() != phase, 15, what="the list's phase to move without a reload")
 
     assert stack.api(token, "POST", f"/api/runs/{run_id}/cancel")[0] == 200
     wait_until(lambda: Run.objects.get(id=run_id).state == "cancelled", 10, what="the run to be cancelled")
