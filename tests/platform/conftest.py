@@ -116,3 +116,15 @@ def embedded(tmp_path):
     server.wait(timeout=15)
     text = (tmp_path / "daphne.log").read_text(errors="replace")
     assert "Internal Server Error" not in text, text[-3000:]
+
+
+def open_section(page, knob: str) -> None:
+    """Open the launch form's folded section that holds `knob` ("schedule.steps"), as a user does."""
+    section = page.locator(f"#section-{knob.split('.')[0]}")
+    if not section.evaluate("details => details.open"):
+        section.locator("summary").click()
+
+
+def fill_knob(page, knob: str, value: str) -> None:
+    open_section(page, knob)
+    page.fill(f"[name='{knob}']", value)

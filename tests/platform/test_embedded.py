@@ -5,6 +5,8 @@ import time
 
 import pytest
 
+from tests.platform.conftest import fill_knob
+
 pytestmark = pytest.mark.timeout(600)
 
 
@@ -19,7 +21,7 @@ def test_the_embedded_mode_runs_a_training_and_streams_it(embedded, chromium):
     page.goto("/runs/launch/?method=rloo")
     for knob, value in {"model.hidden_size": "32", "model.heads": "2", "model.layers": "2", "model.warmup_steps": "150",
                         "task.operands": "2", "schedule.steps": "40", "eval.size": "16"}.items():  # fmt: skip
-        page.fill(f"[name='{knob}']", value)
+        fill_knob(page, knob, value)
     page.click("#launch-submit")
     page.wait_for_url("**/runs/*/")
     live, state = 0, ""

@@ -14,7 +14,7 @@ import pytest
 from rolloutlab.accounts.models import ApiToken
 from rolloutlab.metrics.models import MetricPoint
 from rolloutlab.runs.models import Run, Transition
-from tests.platform.conftest import SMALL_RUN
+from tests.platform.conftest import SMALL_RUN, fill_knob
 from tests.platform.live import wait_until
 
 pytestmark = pytest.mark.timeout(600)
@@ -37,7 +37,7 @@ def test_a_run_launched_in_the_browser_runs_on_the_worker_and_streams_live(page,
     page.goto("/runs/launch/?method=grpo")
     assert page.input_value("#method-picker") == "grpo"
     assert page.input_value("[name='task.name']") == "arith" and page.input_value("[name='model.name']") == "tiny"
-    page.fill("[name='schedule.steps']", "80")  # the one knob changed
+    fill_knob(page, "schedule.steps", "80")  # the one knob changed
     page.click("#launch-submit")
     page.wait_for_url("**/runs/*/")
     run_id = int(page.url.rstrip("/").split("/")[-1])

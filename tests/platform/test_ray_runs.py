@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from rolloutlab.runs.models import LogLine, Run, Transition
-from tests.platform.conftest import SMALL_RUN, browser_page
+from tests.platform.conftest import SMALL_RUN, browser_page, fill_knob, open_section
 from tests.platform.live import LOGS, Stack, free_port, wait_until
 from tests.platform.test_live_runs import log_in, page_state
 
@@ -117,9 +117,10 @@ def test_a_ray_run_launched_in_the_browser_streams_live_and_cancels_within_5_sec
     page = ray_page
     log_in(page, "alice", "alice-password")
     page.goto("/runs/launch/?method=grpo")
-    page.fill("[name='schedule.steps']", "100000")
+    fill_knob(page, "schedule.steps", "100000")
+    open_section(page, "resources.executor")
     page.select_option("[name='resources.executor']", "ray")
-    page.fill("[name='resources.actor_cpus']", "0.5")
+    fill_knob(page, "resources.actor_cpus", "0.5")
     page.click("#launch-submit")
     page.wait_for_url("**/runs/*/")
     run_id = int(page.url.rstrip("/").split("/")[-1])
