@@ -42,7 +42,7 @@
       field.classList.toggle("preset-set", set);
       const badge = field.querySelector(".preset-badge");
       badge.hidden = !set;
-      badge.textContent = set ? `set by ${method} (grpo: ${JSON.stringify(base[field.dataset.name])})` : "";
+      badge.textContent = set ? `set by ${method} (grpo: ${asText(base[field.dataset.name])})` : "";
     }
     for (const section of form.querySelectorAll("details.section")) {
       const count = section.querySelectorAll(".field.preset-set").length;
@@ -60,6 +60,9 @@
       : "grpo's own settings.";
     countEdits();
   }
+
+  // grpo's value as one short line: a JSON knob's text without its line breaks, an empty one as "none"
+  const asText = (value) => (typeof value === "string" ? value.replace(/\s+/g, " ").trim() || "none" : String(value));
 
   function countEdits() {
     const count = [...inputs()].filter(edited).length;
