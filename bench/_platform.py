@@ -74,9 +74,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(env: dict, port: int) -> subprocess.Popen:
+def start_server(env: dict, port: int, checkout: Path = REPO) -> subprocess.Popen:
+    """daphne from `checkout` (this one, or a worktree of another commit), once it answers."""
     command = [sys.executable, "-m", "daphne", "-p", str(port), "rolloutlab.asgi:application"]
-    server = subprocess.Popen(command, cwd=REPO, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
+    server = subprocess.Popen(command, cwd=checkout, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
     for _ in range(300):
         try:
@@ -84,4 +85,4 @@ def start_server(env: dict, port: int) -> subprocess.Popen:
             return server
         except OSError:
             time.sleep(0.2)
-    raise RuntimeError("daphne did not start")
+    raise RuntimeError(f"daphne from {checkout} did not start")

@@ -24,12 +24,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
-from _platform import REPO, free_port, make_run, setup_django
+from _platform import REPO, free_port, make_run, setup_django, start_server
 
 RUNS, STEPS = 50, 10_000
 METRICS = [
@@ -84,17 +82,7 @@ def serve(checkout: Path, env: dict, static_root: Path) -> tuple[subprocess.Pope
     manage = [sys.executable, "manage.py"]
     subprocess.run([*manage, "collectstatic", "--noinput", "-v0"], cwd=checkout, env=env, check=True)
     port = free_port()
-    command = [sys.executable, "-m", "daphne", "-p", str(port), "rolloutlab.asgi:application"]
-    server = subprocess.Popen(command, cwd=checkout, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            urllib.request.urlopen(f"{url}/login/", timeout=1)
-            return server, url
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError(f"daphne from {checkout} did not start")
+    return start_server(env, port, checkout), f"http://127.0.0.1:{port}"
 
 
 def cold_load(browser, url: str, path: str) -> float:

@@ -14,7 +14,6 @@ import sys
 import time
 import uuid
 
-import psycopg
 import pytest
 from django.utils import timezone
 
@@ -24,6 +23,7 @@ from rolloutlab.runs.models import Run, State
 from tests.conftest import project_of, small_config
 from tests.platform.conftest import SMALL_RUN
 from tests.platform.live import ROOT, Stack, wait_until
+from tests.platform.test_outages import query
 from tests.platform.throwaway import Postgres, Redis
 
 
@@ -110,8 +110,3 @@ def test_ten_waiting_runs_all_finish_once_after_the_broker_restarts_with_nothing
             assert starts == {run_id: 1 for run_id in ids}
         finally:
             stack.stop()
-
-
-def query(pg, sql: str):
-    with psycopg.connect(pg.url.replace("postgres://", "postgresql://"), connect_timeout=3) as conn:
-        return conn.execute(sql).fetchall()

@@ -11,7 +11,7 @@ from django.test import Client
 from rolloutlab.accounts.models import Membership, Role
 from rolloutlab.metrics.ingest import write_points
 from rolloutlab.metrics.models import ChartChoice, GroupOutcome
-from rolloutlab.metrics.rollouts import length_distribution, pass_rates
+from rolloutlab.metrics.rollouts import rollout_views
 from rolloutlab.runs.inspector import inspect_step
 from rolloutlab.runs.models import Run, Sample
 from tests.conftest import project_of, small_config
@@ -205,10 +205,10 @@ def test_a_prompt_seen_at_several_steps_gets_its_pass_rate_per_step_bin(alice):
         [outcome(run, 1, "a", 1), outcome(run, 2, "a", 3), outcome(run, 2, "b", 4), outcome(run, 9, "a", 4),
          outcome(run, 3, "once", 2)]
     )  # fmt: skip
-    view = pass_rates(run.id, columns=100)
+    view = rollout_views(run.id, columns=100)["pass_rates"]
     assert view["prompts"] == ["a → 1"]  # b and once were seen at one step only
     assert view["steps"] == [1, 2, 9] and view["z"] == [[0.25, 0.75, 1.0]]
-    binned = pass_rates(run.id, columns=3)  # steps 1-3, 4-6, 7-9
+    binned = rollout_views(run.id, columns=3)["pass_rates"]  # steps 1-3, 4-6, 7-9
     assert binned["width"] == 3 and binned["steps"] == [1, 7] and binned["z"] == [[pytest.approx(4 / 8), 1.0]]
 
 
@@ -218,7 +218,7 @@ def test_each_step_bins_completion_lengths_into_shares_of_its_samples(alice):
     GroupOutcome.objects.bulk_create(
         [outcome(run, 1, "a", 1, lengths=(2, 2, 4, 4)), outcome(run, 2, "a", 1, lengths=(4,) * 4)]
     )
-    view = length_distribution(run.id, columns=100)
+    view = rollout_views(run.id, columns=100)["lengths"]
     assert view["steps"] == [1, 2] and view["lengths"] == [0, 1, 2, 3, 4]
     assert [row[0] for row in view["z"]] == [0, 0, 0.5, 0, 0.5] and [row[1] for row in view["z"]] == [0, 0, 0, 0, 1.0]
 

@@ -17,18 +17,22 @@ from rolloutlab.metrics.models import GroupOutcome
 MAX_PROMPTS = 200  # rows of the pass-rate view: the prompts seen most often
 
 
-def step_bins(run_id: int, columns: int) -> tuple[int, int, int]:
-    """(first step, last step, bin width) of the run's group outcomes."""
+def rollout_views(run_id: int, columns: int) -> dict[str, Any]:
+    """Both views, over the same step bins."""
+    first, width = step_bins(run_id, columns)
+    return {"pass_rates": pass_rates(run_id, first, width), "lengths": length_distribution(run_id, first, width)}
+
+
+def step_bins(run_id: int, columns: int) -> tuple[int, int]:
+    """(first step, bin width) of at most `columns` bins over the run's group outcomes."""
     span = GroupOutcome.objects.filter(run_id=run_id).aggregate(first=Min("step"), last=Max("step"))
     first, last = span["first"] or 0, span["last"] or 0
-    width = max(1, -(-(last - first + 1) // columns))
-    return first, last, width
+    return first, max(1, -(-(last - first + 1) // columns))
 
 
-def pass_rates(run_id: int, columns: int) -> dict[str, Any]:
+def pass_rates(run_id: int, first: int, width: int) -> dict[str, Any]:
     """Prompts seen at two or more steps (the most often seen first, at most MAX_PROMPTS) by step bins: the share
     of their samples that were correct in each bin, None where the prompt was not sampled."""
-    first, _, width = step_bins(run_id, columns)
     outcomes = GroupOutcome.objects.filter(run_id=run_id)
     repeated = (
         outcomes.values("prompt", "answer")
@@ -58,9 +62,8 @@ def pass_rates(run_id: int, columns: int) -> dict[str, Any]:
     }
 
 
-def length_distribution(run_id: int, columns: int) -> dict[str, Any]:
+def length_distribution(run_id: int, first: int, width: int) -> dict[str, Any]:
     """Completion lengths (tokens) by step bin: each column's share of samples at each length."""
-    first, _, width = step_bins(run_id, columns)
     counts: dict[int, Counter] = defaultdict(Counter)
     for step, lengths in GroupOutcome.objects.filter(run_id=run_id).values_list("step", "lengths").iterator():
         counts[(step - first) // width].update(lengths)

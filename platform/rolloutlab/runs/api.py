@@ -27,7 +27,7 @@ from rolloutlab.inputs import (
     UserInputError,
     answers,
 )
-from rolloutlab.metrics.rollouts import length_distribution, pass_rates
+from rolloutlab.metrics.rollouts import rollout_views
 from rolloutlab.metrics.series import read_series, run_keys
 from rolloutlab.runs import external, services, table
 from rolloutlab.runs.inspector import Show, inspect_step
@@ -167,7 +167,7 @@ def samples(request, run_id: RunId, query: Query[SamplesQuery]):
 def rollouts(request, run_id: RunId, query: Query[RolloutsQuery]):
     """Per-prompt pass rates over training and the completion-length distribution per step."""
     run = get_run_for_user(request.auth, run_id)
-    return {"pass_rates": pass_rates(run.id, query.columns), "lengths": length_distribution(run.id, query.columns)}
+    return rollout_views(run.id, query.columns)
 
 
 @router.put("/runs/{int:run_id}/charts", response=answers({200: dict[str, list[str]]}))

@@ -199,13 +199,13 @@ def parse_yaml(text: str) -> tuple[dict, dict[str, str]]:
     return raw, {}
 
 
-def check_config(raw: dict) -> dict[str, str]:
-    """The config's problems by field, as the launch would report them; none when it would launch."""
+def check_config(raw: dict) -> tuple[Any, dict[str, str]]:
+    """The resolved RunConfig and no problems, or None and the config's problems by field, as the launch would
+    report them."""
     try:
-        resolve(raw)
+        return resolve(raw), {}
     except ConfigError as exc:
-        return exc.fields or {"config_yaml": str(exc)}
-    return {}
+        return None, exc.fields or {"config_yaml": str(exc)}
 
 
 def show_ceilings(sections: list[FormSection]) -> None:

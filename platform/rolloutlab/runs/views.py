@@ -41,7 +41,7 @@ from rolloutlab.runs.models import Run, State, Tag
 from rolloutlab.runs.presenters import ROW_METRICS, live_share_links, run_page_context
 from rolloutlab.runs.queries import RunFilters, filtered_runs
 from workers import metrics as metric
-from workers.config import METHODS, resolve
+from workers.config import METHODS
 from workers.errors import ConfigError
 
 
@@ -127,10 +127,12 @@ def launch_check(request):
     """The YAML editor's text checked as a launch would check it: its problems by field, the schedule's warnings,
     and (when it is valid) every form field's value, for launch.js to switch back to the form."""
     raw, errors = parse_yaml(request.POST.get("config_yaml", ""))
-    errors = errors or check_config(raw)
+    config = None
+    if not errors:
+        config, errors = check_config(raw)
     if errors:
         return JsonResponse({"errors": errors, "warnings": []})
-    values = form_values(resolve(raw).model_dump(mode="json"))
+    values = form_values(config.model_dump(mode="json"))
     return JsonResponse(
         {"errors": {}, "warnings": schedule_warnings(raw), "values": values, "method": raw.get("method")}
     )
