@@ -64,6 +64,9 @@ async def test_an_anonymous_client_is_refused():
     _, run = await sync_to_async(make_run)()
     socket, connected = await connect(AnonymousUser(), run.id)
     assert not connected
+    # the refused consumer still listens on the channel layer until its socket is gone: end it here, or the
+    # event loop's teardown waits on its blocking Redis read
+    await socket.disconnect()
 
 
 async def test_group_names_are_per_run():
