@@ -221,6 +221,11 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 STORAGE_ROOT = Path(os.environ.get("STORAGE_ROOT", BASE_DIR / "var" / "storage"))
 HEARTBEAT_INTERVAL_S = envint("HEARTBEAT_INTERVAL_S", 5)
 HEARTBEAT_TIMEOUT_S = envint("HEARTBEAT_TIMEOUT_S", 30)
+# A trainer run whose worker stops heartbeating goes back to the queue and resumes from its last checkpoint
+# on any worker, until it has had this many attempts since its launch (or a user's resume); then it is lost.
+RUN_MAX_ATTEMPTS = envint("RUN_MAX_ATTEMPTS", 3)
+if RUN_MAX_ATTEMPTS < 1:
+    raise ImproperlyConfigured(f"RUN_MAX_ATTEMPTS must be at least 1, not {RUN_MAX_ATTEMPTS}")
 # A queued run whose wake-up the broker no longer holds is sent again once it has waited this long
 # (runs.dispatch.resend_lost): long enough that a message being sent is never taken for a lost one.
 QUEUE_RECONCILE_AFTER_S = envint("QUEUE_RECONCILE_AFTER_S", 60)

@@ -45,7 +45,8 @@ def test_a_final_state_is_final(run):
     assert run.state == "lost"
 
 
-def test_a_run_without_heartbeat_becomes_lost_and_a_beating_one_does_not(run, settings):
+def test_a_run_without_heartbeat_and_attempts_left_becomes_lost_and_a_beating_one_does_not(run, settings):
+    settings.RUN_MAX_ATTEMPTS = 1  # re-queued runs: tests/platform/test_run_attempts.py
     # One transaction: the live stack's lost-run monitor, another process on this database,
     # must not see the stale run before this test's own check takes it.
     with transaction.atomic():

@@ -71,7 +71,7 @@ class Activity(models.Model):
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="activity")
     project = models.ForeignKey("runs.Project", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    action = models.CharField(max_length=20)  # launched, cancelled, reran, deleted, imported, shared, verified
+    action = models.CharField(max_length=20)  # launched, cancelled, resumed, reran, deleted, imported, shared, verified
     subject = models.CharField(max_length=300, help_text="What it was done to, as shown: 'run #12 grpo-arith-s0'")
     at = models.DateTimeField(auto_now_add=True)
 

@@ -34,7 +34,7 @@ from rolloutlab.runs.inspector import Show, inspect_step
 from rolloutlab.runs.models import LogLine, Sample
 from rolloutlab.runs.presenters import save_chart_choice
 from rolloutlab.runs.queries import RunFilters, filtered_runs
-from rolloutlab.runs.serializers import run_json
+from rolloutlab.runs.serializers import run_detail_json, run_json
 from rolloutlab.wire import ExternalRunIn, ExternalRunOut, FinishIn, PointsIn, SamplesIn, StoredOut
 from workers.config import json_schema
 
@@ -106,7 +106,7 @@ def launch(request, payload: LaunchIn):
 
 @router.get("/runs/{int:run_id}", auth=READERS, url_name="run", response=answers({200: dict[str, Any]}))
 def run_detail(request, run_id: RunId):
-    return run_json(get_run_for_user(request.auth, run_id))
+    return run_detail_json(get_run_for_user(request.auth, run_id))
 
 
 @router.delete(
@@ -126,6 +126,16 @@ def cancel(request, run_id: RunId):
     if not services.request_cancel(run, request.auth):
         raise UserInputError(f"the run is {run.state}; there is nothing to cancel", status=409)
     return run_json(get_run_for_user(request.auth, run_id))
+
+
+@router.post(
+    "/runs/{int:run_id}/resume",
+    response=answers({200: dict[str, Any]}),
+    summary="Queue a failed, cancelled or lost run again: it continues from its last checkpoint",
+)
+def resume(request, run_id: RunId):
+    run = services.resume_run(get_run_for_user(request.auth, run_id, Action.CHANGE), request.auth)
+    return run_detail_json(run)
 
 
 @router.post("/runs/{int:run_id}/rerun", response=answers({201: dict[str, Any]}))

@@ -12,6 +12,7 @@ W + 2 x grace, which kills the worker's child; the embedded thread stops at W it
 from __future__ import annotations
 
 import json
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
@@ -31,13 +32,21 @@ _embedded_pool: ThreadPoolExecutor | None = None
 
 
 def submit(run_id: int) -> None:
+    """Send the run's wake-up. On Celery each wake-up has a new task id, recorded on the run before it is sent:
+    a worker claims the run only with the latest (lifecycle.claim), so a message the broker redelivers after a
+    re-queue or a re-send starts nothing. A send that fails leaves no id, for resend_unsent to try again."""
     queue, config = Run.objects.values_list("queue", "config").get(id=run_id)
     seconds = wall_time_s(config)
     if settings.RUN_EXECUTOR == "celery":
         grace = settings.RUN_TIME_LIMIT_GRACE_S
-        result = app.send_task(EXECUTE_TASK, args=[run_id], queue=queue,
-                               soft_time_limit=seconds + grace, time_limit=seconds + 2 * grace)  # fmt: skip
-        Run.objects.filter(id=run_id).update(celery_task_id=result.id)
+        task_id = str(uuid.uuid4())
+        Run.objects.filter(id=run_id).update(celery_task_id=task_id)
+        try:
+            app.send_task(EXECUTE_TASK, args=[run_id], queue=queue, task_id=task_id,
+                          soft_time_limit=seconds + grace, time_limit=seconds + 2 * grace)  # fmt: skip
+        except Exception:
+            Run.objects.filter(id=run_id, celery_task_id=task_id).update(celery_task_id="")
+            raise
         return
     global _embedded_pool
     if _embedded_pool is None:
@@ -70,8 +79,8 @@ def resend_lost(older_than_s: float | None = None) -> list[int]:
     its last second of writes): send it again.
 
     A run is executed once whatever the number of its messages: the worker claims it by its queued -> running
-    transition, and a message for a run no longer queued is dropped (executor.execute). So a message read as
-    gone while a worker was taking it costs one message that is dropped, never a second execution."""
+    transition with the latest message's id, and any other message is dropped (lifecycle.claim). So a message
+    read as gone while a worker was taking it costs one message that is dropped, never a second execution."""
     if settings.RUN_EXECUTOR != "celery":
         return []
     waited = settings.QUEUE_RECONCILE_AFTER_S if older_than_s is None else older_than_s

@@ -1,8 +1,10 @@
 """Running a run: on a Celery worker (team deployment) or in a thread of the web process (embedded).
 
 `execute(run_id)` is the one code path both use: it claims the run (queued ->
-running; a redelivered or cancelled run is refused), heartbeats, trains with
-the platform's reporter, and always leaves the run in a final state, a run over
+running, opening a new attempt; a redelivered or cancelled run is refused),
+resumes it from its last checkpoint if an earlier attempt lost its worker
+(rolloutlab.runs.resume), heartbeats, trains with the platform's reporter, and
+leaves the run in a final state unless a newer attempt fenced it out, a run over
 its wall time included: on Celery the task's soft time limit raises
 SoftTimeLimitExceeded in it, in a thread (which no signal can interrupt) a
 deadline makes the trainer's next stop check raise WallTimeExceeded. This is
@@ -12,6 +14,7 @@ hands runs over through rolloutlab.runs.dispatch.
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 import traceback
@@ -20,33 +23,46 @@ from pathlib import Path
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import close_old_connections, connection
-from django.utils import timezone
 
-from rolloutlab.runs import lifecycle, limits
+from rolloutlab.runs import lifecycle, limits, resume
 from rolloutlab.runs.limits import time_limit_message
 from rolloutlab.runs.models import Run, State
-from rolloutlab.runs.reporter import Heartbeat, PlatformReporter
+from rolloutlab.runs.reporter import Heartbeat, Lease, PlatformReporter
 from workers import stopping
+from workers.checkpoint import ResumePoint
 from workers.config import RunConfig
 from workers.distributed import run_on_ray
 from workers.stopping import Cancelled
 from workers.trainer import Trainer
 
+log = logging.getLogger(__name__)
 
-def execute(run_id: int, wall_time_s: int | None = None) -> str:
-    """Train one run to a final state; returns that state, or 'skipped' if it was not queued.
+
+def execute(run_id: int, wall_time_s: int | None = None, token: str | None = None) -> str:
+    """Train one run to a final state; returns that state, 'skipped' if this worker may not claim it (not queued,
+    or `token`, the Celery task's id, is not its latest wake-up), or 'fenced' if a newer attempt took it over.
 
     wall_time_s: a deadline for this thread (the embedded executor's); a Celery task has its time limits."""
     close_old_connections()
-    now = timezone.now()
     host = socket.gethostname()
-    if not lifecycle.transition(run_id, State.RUNNING, f"started on {host}", worker_host=host, heartbeat_at=now):
+    attempt = lifecycle.claim(run_id, host, token)
+    if attempt is None:
         return "skipped"
-    heartbeat = Heartbeat(run_id).start()
-    reporter = PlatformReporter(run_id)
+    try:
+        cfg, artifacts, point, note = begin(run_id, attempt)
+    except Exception as exc:  # noqa: BLE001 - e.g. a config this worker's code no longer reads: the run fails
+        log.exception("run %s could not begin", run_id)
+        lifecycle.transition(run_id, State.FAILED, f"{type(exc).__name__}: {exc}", attempt=attempt)
+        lifecycle.run_ended.send(sender=Run, run_id=run_id)
+        return State.FAILED
+    lease = Lease(run_id, attempt)
+    heartbeat = Heartbeat(lease).start()
+    reporter = PlatformReporter(run_id, lease)
+    if note:
+        reporter.log(note)
     stopping.set_deadline(time.monotonic() + wall_time_s if wall_time_s else None)
     try:
-        train(run_id, reporter)
+        train(cfg, artifacts, reporter, point)
     except Exception as exc:  # noqa: BLE001 - whatever went wrong, the run must end failed, with the trace
         # The limit may have struck mid-query: that connection is unusable, and the error its
         # cleanup raised hides the time limit, which is still in the exception's context.
@@ -62,9 +78,19 @@ def execute(run_id: int, wall_time_s: int | None = None) -> str:
         stopping.set_deadline(None)
         heartbeat.stop()
         reporter.close()
+    if lease.lost:  # its attempt was closed by whoever took the run over, and the run is not done
+        return "fenced"
     lifecycle.run_ended.send(sender=Run, run_id=run_id)  # e.g. the audit completes a verification rerun
     final = Run.objects.filter(id=run_id).values_list("state", flat=True).first()
     return final or "deleted"  # a run deleted while it ran (an admin's cleanup) has no state left
+
+
+def begin(run_id: int, attempt: int) -> tuple[RunConfig, Path, ResumePoint | None, str]:
+    """The run's config and artifacts folder, and where this attempt starts (rolloutlab.runs.resume)."""
+    cfg = RunConfig.model_validate(Run.objects.values_list("config", flat=True).get(id=run_id))
+    artifacts = Path(settings.STORAGE_ROOT) / "runs" / str(run_id)
+    point, note = resume.prepare(run_id, attempt, artifacts, resumable=cfg.resources.executor != "ray")
+    return cfg, artifacts, point, note
 
 
 def over_time(exc: BaseException | None) -> bool:
@@ -76,13 +102,10 @@ def over_time(exc: BaseException | None) -> bool:
     return False
 
 
-def train(run_id: int, reporter: PlatformReporter) -> None:
-    run = Run.objects.get(id=run_id)
-    cfg = RunConfig.model_validate(run.config)
-    artifacts = Path(settings.STORAGE_ROOT) / "runs" / str(run_id)
+def train(cfg: RunConfig, artifacts: Path, reporter: PlatformReporter, point: ResumePoint | None) -> None:
     if cfg.resources.executor == "ray":  # this process drives; a learner and rollout actors on the cluster train
         try:
-            run_on_ray(cfg, reporter, artifacts_dir=artifacts)
+            run_on_ray(cfg, reporter, artifacts_dir=artifacts)  # from the start: no resume on Ray yet
         except Cancelled:
             reporter.status(State.CANCELLED, "cancelled while the run waited for room on the Ray cluster")
         return
@@ -91,4 +114,4 @@ def train(run_id: int, reporter: PlatformReporter) -> None:
     except Cancelled:
         reporter.status(State.CANCELLED, "cancelled while the model was being prepared")
         return
-    trainer.run()  # reports succeeded or cancelled itself
+    trainer.run(resume=point)  # reports succeeded or cancelled itself

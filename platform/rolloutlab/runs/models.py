@@ -50,11 +50,21 @@ class State(models.TextChoices):
 
 
 FINAL_STATES = (State.SUCCEEDED, State.FAILED, State.CANCELLED, State.LOST)
+# the final states a user may resume a trainer run from (rolloutlab.runs.services.resume_run)
+RESUMABLE_STATES = (State.FAILED, State.CANCELLED, State.LOST)
 
 # queued -> running -> succeeded | failed | cancelled, and lost when the worker stops heartbeating
 ALLOWED_TRANSITIONS = {
     State.QUEUED: {State.RUNNING, State.CANCELLED, State.FAILED},
     State.RUNNING: {State.SUCCEEDED, State.FAILED, State.CANCELLED, State.LOST},
+}
+# A trainer run also goes back to the queue, to resume from its last checkpoint in a new attempt: on its
+# own when its worker stops heartbeating (running -> queued, while it has attempts left; then lost), and
+# when a user resumes it after it failed, was cancelled or was lost.
+TRAINER_TRANSITIONS = {
+    **ALLOWED_TRANSITIONS,
+    State.RUNNING: ALLOWED_TRANSITIONS[State.RUNNING] | {State.QUEUED},
+    **{state: {State.QUEUED} for state in RESUMABLE_STATES},
 }
 # An external run is lost when its client stops reporting, which may be the network's fault: its
 # client keeps what it could not send, and the run is running again when the reports come back.
@@ -67,6 +77,9 @@ EXTERNAL_TRANSITIONS = {
 class Kind(models.TextChoices):
     TRAINER = "trainer"  # launched here, executed by a worker's trainer
     EXTERNAL = "external"  # a script's own training loop, reporting through rolloutlab.client
+
+
+TRANSITIONS = {Kind.TRAINER: TRAINER_TRANSITIONS, Kind.EXTERNAL: EXTERNAL_TRANSITIONS}
 
 
 class Run(models.Model):
@@ -93,6 +106,12 @@ class Run(models.Model):
     celery_task_id = models.CharField(max_length=64, blank=True)
     worker_host = models.CharField(max_length=200, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # The number of the attempt that holds the run (RunAttempt.number; 0 before the first claim). A worker
+    # writes for the run only while this is its attempt's number: a newer attempt fences the older out.
+    attempt = models.IntegerField(default=0)
+    requeues = models.IntegerField(
+        default=0, help_text="Automatic re-queues after a lost worker since the launch or the last resume by a user"
+    )
 
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -134,6 +153,36 @@ class Transition(models.Model):
 
     class Meta:
         ordering = ["at", "id"]
+
+
+class Outcome(models.TextChoices):
+    """How an attempt ended: the state its run went to, and `lost` when its worker stopped heartbeating
+    (whether the run went back to the queue or was lost for good)."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    LOST = "lost"
+
+
+class RunAttempt(models.Model):
+    """One worker's go at a trainer run: opened when the worker claims the run, closed with the run's next state."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts")
+    number = models.IntegerField(help_text="1, 2, ... in the order the attempts claimed the run")
+    worker_host = models.CharField(max_length=200, blank=True)
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=10, choices=Outcome.choices, blank=True, help_text="Blank while it runs")
+    reason = models.TextField(blank=True, help_text="The cause its run's state changed for")
+    resumed_from_step = models.IntegerField(null=True, blank=True, help_text="The checkpoint's step it resumed from")
+
+    class Meta:
+        ordering = ["number"]
+        constraints = [models.UniqueConstraint(fields=["run", "number"], name="attempt_number_per_run")]
+
+    def __str__(self):
+        return f"attempt {self.number} of run {self.run_id} ({self.outcome or 'running'})"
 
 
 class LogLine(models.Model):

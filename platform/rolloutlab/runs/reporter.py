@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, close_old_connections, connection
+from django.db import InterfaceError, OperationalError, close_old_connections, connection, transaction
 from django.utils import timezone
 
 from rolloutlab.metrics import finite
@@ -81,9 +81,67 @@ class Retrying:
         return notes
 
 
+class Lease:
+    """An attempt's hold on its run, shared by the attempt's reporter and heartbeat: the run is the attempt's while
+    it is running under the attempt's number (Run.attempt).
+
+    A worker cut off from the database for longer than HEARTBEAT_TIMEOUT_S finds, when it is back, that the run
+    went back to the queue, or that a newer attempt on another worker claimed it, or that it was declared lost. The
+    lease is then lost for good: the attempt writes nothing more (no point, sample, log line or state) and its
+    trainer is told to stop. Each write checks the lease in its own transaction, holding the run's row, so a
+    re-queue or a newer claim waits for a write under way, and no write lands after them. `attempt=None`: an
+    unfenced lease, for a reporter used outside an executor (benchmarks, tests of the reporter alone).
+    """
+
+    def __init__(self, run_id: int, attempt: int | None = None):
+        self.run_id, self.attempt = run_id, attempt
+        self._lost = threading.Event()
+        self._released = False  # this attempt moved the run to its final state itself
+
+    @property
+    def lost(self) -> bool:
+        return self._lost.is_set()
+
+    def mine(self):
+        """The run, as a queryset that is empty unless this attempt holds it."""
+        runs = Run.objects.filter(id=self.run_id)
+        return runs if self.attempt is None else runs.filter(attempt=self.attempt, state=State.RUNNING)
+
+    def hold(self) -> bool:
+        """Inside the caller's transaction: lock the run's row if this attempt holds it (True), else lose the
+        lease (False). No lock at all for an unfenced lease."""
+        if self.attempt is None:
+            return True
+        if not self.lost and self.mine().select_for_update(no_key=True).exists():
+            return True
+        self.gone()
+        return False
+
+    def release(self) -> None:
+        """This attempt ended the run itself: the run leaving `running` is no sign of a newer attempt."""
+        self._released = True
+
+    def gone(self) -> None:
+        """The run is not this attempt's any more (unless it ended it itself)."""
+        if self.attempt is not None and not self._released and not self.lost:
+            log.warning("run %s: attempt %s no longer holds the run; it stops and writes nothing", self.run_id,
+                        self.attempt)  # fmt: skip
+            self._lost.set()
+
+    def check(self, run_attempt: int, state: str) -> None:
+        """The lease against the run's attempt and state as just read."""
+        if self.attempt is not None and (run_attempt != self.attempt or state != State.RUNNING):
+            self.gone()
+
+
+class Dropped(Exception):
+    """A write of an attempt that no longer holds its run: rolled back, reported nowhere."""
+
+
 class PlatformReporter:
-    def __init__(self, run_id: int):
+    def __init__(self, run_id: int, lease: Lease | None = None):
         self.run_id = run_id
+        self.lease = lease or Lease(run_id)
         self.retry = Retrying()
         self.summary: dict[str, float | None] = dict(Run.objects.get(id=run_id).summary)
         self._columns = self._empty_columns()  # buffered points, column by column
@@ -100,6 +158,8 @@ class PlatformReporter:
 
     # ---------------------------------------------------------------- Reporter protocol
     def metrics(self, step: int, values: dict[str, float]) -> None:
+        if self.lease.lost:
+            return
         if self._failure is not None:  # the database stayed away past REPORTER_RETRY_FOR_S: the run fails
             raise self._failure
         wall, count = time.time(), len(values)
@@ -121,7 +181,7 @@ class PlatformReporter:
                 return  # the first try committed; only its answer was lost
             Sample.objects.bulk_create(rows)
 
-        self.retry.call(write, f"samples of step {step}")
+        self.held_write(write, f"samples of step {step}")
 
     def groups(self, step: int, groups: list[dict]) -> None:
         rows = [GroupOutcome(run_id=self.run_id, step=step, **g) for g in groups]
@@ -131,7 +191,24 @@ class PlatformReporter:
                 return  # the first try committed; only its answer was lost
             GroupOutcome.objects.bulk_create(rows)
 
-        self.retry.call(write, f"group outcomes of step {step}")
+        self.held_write(write, f"group outcomes of step {step}")
+
+    def held_write(self, write: Callable[[int], T], what: str) -> tuple[bool, T | None]:
+        """`write` (retried as Retrying does) in one transaction with the lease's check: (False, None), nothing
+        written, once this attempt no longer holds the run."""
+        if self.lease.lost:
+            return False, None
+
+        def held(attempt: int) -> T:
+            with transaction.atomic():
+                if not self.lease.hold():
+                    raise Dropped()
+                return write(attempt)
+
+        try:
+            return True, self.retry.call(held, what)
+        except Dropped:
+            return False, None
 
     def log(self, line: str) -> None:
         self._log_lines([line])
@@ -141,35 +218,56 @@ class PlatformReporter:
         lines = [*self.retry.take_notes(), *lines]
         if not lines:
             return
-        self.retry.call(lambda _: LogLine.objects.bulk_create([LogLine(run_id=self.run_id, text=t) for t in lines]),
-                        "a log line")  # fmt: skip
-        notify(self.run_id, {"kind": "log", "lines": lines})
+        written, _ = self.held_write(
+            lambda _: LogLine.objects.bulk_create([LogLine(run_id=self.run_id, text=t) for t in lines]), "a log line"
+        )
+        if written:
+            notify(self.run_id, {"kind": "log", "lines": lines})
 
     def status(self, state: str, detail: str = "") -> None:
         self.flush()  # every point reported before a state change is committed before it
         if state == State.RUNNING:  # what the run is doing now (workers.progress): its page's state line
-            self.retry.call(lambda _: Run.objects.filter(id=self.run_id).update(detail=detail), "the run's detail")
-            notify(self.run_id, {"kind": "state", "state": State.RUNNING, "detail": detail})
+            changed = self.retry.call(lambda _: self.lease.mine().update(detail=detail), "the run's detail")
+            if changed:
+                notify(self.run_id, {"kind": "state", "state": State.RUNNING, "detail": detail})
+            else:
+                self.lease.gone()
             return
-        self.retry.call(lambda _: lifecycle.transition(self.run_id, state, detail), f"the move to {state}")
+        if self.lease.lost:
+            return
+        # a worker's own report: refused once its attempt no longer holds the run (a re-queued run stays queued)
+        only_from = None if self.lease.attempt is None else State.RUNNING
+        moved = self.retry.call(
+            lambda _: lifecycle.transition(self.run_id, state, detail, only_from=only_from, attempt=self.lease.attempt),
+            f"the move to {state}",
+        )
+        if moved:
+            self.lease.release()
+        else:
+            self.lease.gone()
 
     def artifact(self, path: str, kind: str) -> None:
         digest = sha256_tree(Path(path))
-        self.retry.call(
+        written, _ = self.held_write(
             lambda _: Artifact.objects.get_or_create(run_id=self.run_id, kind=kind, path=path, sha256=digest),
             f"the {kind} artifact",
         )
-        lifecycle.artifact_reported.send(sender=Run, run_id=self.run_id, path=path, kind=kind)
+        if written:
+            lifecycle.artifact_reported.send(sender=Run, run_id=self.run_id, path=path, kind=kind)
 
     def should_stop(self) -> bool:
+        """A cancel request, or this attempt no longer holding the run (checked at most every half second)."""
         now = time.monotonic()
         if now - self._stop_checked_at > STOP_CHECK_INTERVAL_S:
             self._stop_checked_at = now
             try:
-                self._stop = Run.objects.filter(id=self.run_id, cancel_requested=True).exists()
+                row = Run.objects.filter(id=self.run_id).values_list("cancel_requested", "attempt", "state").first()
+                if row is not None:  # a run deleted meanwhile (an admin's cleanup) has nobody left to tell
+                    self._stop = row[0]
+                    self.lease.check(*row[1:])
             except UNREACHABLE:  # the database is down: ask again next time, meanwhile train on
                 connection.close()
-        return self._stop
+        return self._stop or self.lease.lost
 
     # ---------------------------------------------------------------- writing
     @staticmethod
@@ -195,7 +293,9 @@ class PlatformReporter:
                     step=last_step, summary=self.summary, train_seconds=train_seconds
                 )
 
-            self.retry.call(write, f"metrics write up to step {last_step}")
+            written, _ = self.held_write(write, f"metrics write up to step {last_step}")
+        if not written:
+            return
         publish_points(self.run_id, names, steps, values, {"step": last_step, "train_seconds": train_seconds})
         if self.retry.notes:
             self._log_lines([])  # the run's log says the write waited, and for how long
@@ -225,11 +325,12 @@ class PlatformReporter:
 
 
 class Heartbeat:
-    """Marks the run alive every HEARTBEAT_INTERVAL_S from a thread of the worker."""
+    """Marks the run alive every HEARTBEAT_INTERVAL_S from a thread of the worker, while the lease holds: a beat
+    that finds the run no longer the attempt's loses the lease and stops."""
 
-    def __init__(self, run_id: int):
-        self.run_id, self._done = run_id, threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-run-{run_id}", daemon=True)
+    def __init__(self, lease: Lease):
+        self.run_id, self.lease, self._done = lease.run_id, lease, threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-run-{self.run_id}", daemon=True)
 
     def start(self) -> Heartbeat:
         self._thread.start()
@@ -240,7 +341,9 @@ class Heartbeat:
             while not self._done.wait(settings.HEARTBEAT_INTERVAL_S):
                 try:
                     close_old_connections()
-                    Run.objects.filter(id=self.run_id, state=State.RUNNING).update(heartbeat_at=timezone.now())
+                    if not self.lease.mine().filter(state=State.RUNNING).update(heartbeat_at=timezone.now()):
+                        self.lease.gone()
+                        return
                 except UNREACHABLE:  # the database is down: beat again next round (the monitor grants grace)
                     connection.close()
         finally:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from rolloutlab.runs.models import Run
+from rolloutlab.runs.models import Run, RunAttempt
 
 
 def finite_or_none(value):
@@ -31,6 +31,7 @@ def run_json(run: Run) -> dict:
         "config_hash": run.config_hash,
         "queue": run.queue,
         "worker_host": run.worker_host,
+        "attempt": run.attempt,  # the number of its latest attempt (0: it never started)
         "parent": run.parent_id,
         "unverified": run.unverified,  # imported from a bundle no trusted key signed, not yet reproduced
         "tags": [t.name for t in run.tags.all()],
@@ -40,4 +41,21 @@ def run_json(run: Run) -> dict:
         "started_at": run.started_at.isoformat() if run.started_at else None,
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
         "summary": {k: finite_or_none(v) for k, v in run.summary.items()},
+    }
+
+
+def run_detail_json(run: Run) -> dict:
+    """A run with its attempts (one per worker that claimed it: resumes and re-queues after a lost worker)."""
+    return {**run_json(run), "attempts": [attempt_json(a) for a in run.attempts.all()]}
+
+
+def attempt_json(attempt: RunAttempt) -> dict:
+    return {
+        "number": attempt.number,
+        "worker_host": attempt.worker_host,
+        "started_at": attempt.started_at.isoformat(),
+        "ended_at": attempt.ended_at.isoformat() if attempt.ended_at else None,
+        "outcome": attempt.outcome or None,  # none while it runs
+        "reason": attempt.reason,
+        "resumed_from_step": attempt.resumed_from_step,
     }

@@ -1,4 +1,4 @@
-"""What a user can do to a run: launch, cancel, delete, rerun. Pages and the API share these.
+"""What a user can do to a run: launch, cancel, resume, delete, rerun. Pages and the API share these.
 
 State transitions themselves live in rolloutlab.runs.lifecycle; handing a run to its
 executor in rolloutlab.runs.dispatch.
@@ -23,7 +23,7 @@ from rolloutlab.runs.data_paths import confine
 from rolloutlab.runs.dispatch import revoke, submit
 from rolloutlab.runs.lifecycle import transition
 from rolloutlab.runs.limits import check_active_runs, over_limits
-from rolloutlab.runs.models import FINAL_STATES, Kind, Run, State, Tag, Transition
+from rolloutlab.runs.models import FINAL_STATES, RESUMABLE_STATES, Kind, Run, State, Tag, Transition
 from workers.config import RunConfig, resolve
 from workers.errors import ConfigError
 
@@ -87,6 +87,31 @@ def request_cancel(run: Run, user) -> bool:
         return False
     activity.note(user, "cancelled", run.project, activity.run_subject(run))
     return True
+
+
+def resume_run(run: Run, user) -> Run:
+    """Queue a failed, cancelled or lost run again: a new attempt continues it from its last checkpoint (the
+    same run, its stored steps after the checkpoint replaced), on whichever worker takes it."""
+    if run.kind == Kind.EXTERNAL:
+        raise UserInputError("an external run is resumed by its own script", {"kind": "external"}, status=409)
+    if run.state not in RESUMABLE_STATES:
+        raise not_resumable(run.state)
+    require_broker()
+    check_active_runs(user)
+    # the attempts the platform retries on its own are counted again from here; a cancel asked of the run
+    # before is done with
+    fields = {"requeues": 0, "cancel_requested": False}
+    if not transition(run.id, State.QUEUED, f"resumed by {user}", only_from=run.state, **fields):
+        raise not_resumable(Run.objects.values_list("state", flat=True).get(id=run.id))  # it moved meanwhile
+    activity.note(user, "resumed", run.project, activity.run_subject(run))
+    submit(run.id)
+    run.refresh_from_db()
+    return run
+
+
+def not_resumable(state: str) -> UserInputError:
+    message = f"the run is {state}; only a failed, cancelled or lost run can be resumed"
+    return UserInputError(message, {"state": message}, status=409)
 
 
 def delete_run(run: Run, user) -> None:

@@ -18,6 +18,6 @@ def preload_in_the_parent(**kwargs):
     preload()
 
 
-@shared_task(name="runs.execute_run", acks_late=True)
-def execute_run(run_id: int) -> str:
-    return execute(run_id)
+@shared_task(name="runs.execute_run", acks_late=True, bind=True)
+def execute_run(self, run_id: int) -> str:
+    return execute(run_id, token=self.request.id)  # only the run's latest wake-up may start it

@@ -12,6 +12,7 @@ urlpatterns = [
     path("methods/<str:name>/", views.method_card, name="method-card"),
     path("<int:run_id>/", views.run_detail, name="detail"),
     path("<int:run_id>/cancel/", views.cancel, name="cancel"),
+    path("<int:run_id>/resume/", views.resume, name="resume"),
     path("<int:run_id>/rerun/", views.rerun, name="rerun"),
     path("<int:run_id>/delete/", views.delete, name="delete"),
     path("<int:run_id>/share/", views.share, name="share"),

@@ -1,4 +1,4 @@
-"""Pages: the runs list, the launch form, a run's detail; cancel and rerun."""
+"""Pages: the runs list, the launch form, a run's detail; cancel, resume and rerun."""
 
 from __future__ import annotations
 
@@ -166,6 +166,19 @@ def cancel(request, run_id: int):
         )
     else:
         messages.warning(request, f"The run is {run.state}; there is nothing to cancel.")
+    return redirect("runs:detail", run_id=run.id)
+
+
+@login_required
+@require_POST
+def resume(request, run_id: int):
+    run = get_run_for_user(request.user, run_id, Action.CHANGE)
+    try:
+        services.resume_run(run, request.user)
+    except UserInputError as exc:
+        messages.warning(request, exc.message)
+    else:
+        messages.info(request, "Resumed: a new attempt continues the run from its last checkpoint.")
     return redirect("runs:detail", run_id=run.id)
 
 
