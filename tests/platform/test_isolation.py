@@ -213,6 +213,7 @@ def test_a_member_may_not_change_a_colleagues_run_but_a_team_admin_may(client, w
     client.force_login(dave)
     run = world["B"]["run"]
     assert client.post(f"/api/runs/{run}/rerun").status_code == 403
+    assert client.post(f"/api/runs/{run}/resume").status_code == 403  # resume, like cancel: the owner or an admin
     assert client.delete(f"/api/runs/{run}").status_code == 403
     client.force_login(world["bob"])  # the team's admin
     assert client.post(f"/api/runs/{run}/rerun").status_code == 201
