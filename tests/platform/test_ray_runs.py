@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from rolloutlab.runs import services
 from rolloutlab.runs.models import LogLine, Run, Transition
 from tests.platform.conftest import SMALL_RUN, browser_page, fill_knob, open_section
 from tests.platform.live import LOGS, Stack, free_port, wait_until
@@ -163,14 +164,19 @@ def test_a_killed_rollout_actor_fails_the_platform_run_with_its_cause_within_60_
     assert detail.startswith("RolloutActorLost: rollout actor 1 (pid ") and f"pid {pid} on " in detail, detail
 
 
-def test_a_killed_driver_leaves_the_run_lost_and_nothing_of_it_on_the_cluster(on_ray, alice, ray_cluster):
-    """kill -9 of the worker that drives a Ray run: lost within the heartbeat timeout, as a local run; its
-    learner and actors are owned by the dead driver, so Ray removes them and frees the cluster."""
+def test_a_killed_driver_sends_the_run_back_to_the_queue_and_leaves_nothing_of_it_on_the_cluster(
+    on_ray, alice, ray_cluster
+):
+    """kill -9 of the worker that drives a Ray run: back to the queue within the heartbeat timeout, as a local run
+    (its next attempt starts over: no resume on Ray yet); its learner and actors are owned by the dead driver, so
+    Ray removes them and frees the cluster."""
     run_id = launch_long_ray_run(on_ray, alice, "driver to kill")
     assert cpus_in_use(ray_cluster) == 3.0  # the learner's 2 and the actors' 0.5 each
     on_ray.kill_worker()
     killed = time.time()
-    wait_until(lambda: Run.objects.get(id=run_id).state == "lost", 60, interval=0.5, what="lost within 60 s")
+    wait_until(lambda: Run.objects.get(id=run_id).state == "queued", 60, interval=0.5, what="re-queued within 60 s")
     assert "no heartbeat" in Run.objects.get(id=run_id).detail
-    print(f"the run was lost {time.time() - killed:.1f} s after its driver was killed")
+    print(f"the run was re-queued {time.time() - killed:.1f} s after its driver was killed")
     wait_until(lambda: cpus_in_use(ray_cluster) == 0.0, 60, interval=2, what="the cluster to free the run's CPUs")
+    # no worker is left to take it: cancelled, so that the next test's worker does not inherit a long run
+    assert services.request_cancel(Run.objects.get(id=run_id), alice)
