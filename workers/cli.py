@@ -44,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", type=Path, required=True, help="directory for metrics.jsonl, samples, checkpoints")
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    resume_help = "go on with the stopped run in --out from its last resume checkpoint (its config.yaml)"
+    run.add_argument("--resume", action="store_true", help=resume_help)
     validate = commands.add_parser("validate", help="print the resolved config and its hash")
     validate.add_argument("config", type=Path)
     validate.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE")
@@ -109,6 +111,8 @@ def cmd_run(args) -> int:
     from workers.models import check_model_source
     from workers.tasks import build_task
 
+    if args.resume:
+        return resume_run(args)
     if (args.config is None) == (args.from_bundle is None):
         raise UserError("run: give a config file or --from-bundle FILE, not both")
     if args.from_bundle is not None:
@@ -125,7 +129,28 @@ def cmd_run(args) -> int:
     return train(cfg, task, out, progress=not args.no_progress)
 
 
-def train(cfg, task, out: Path, progress: bool = True) -> int:
+def resume_run(args) -> int:
+    """run --resume --out DIR: the run in DIR goes on from its last resume checkpoint, with the config it saved."""
+    from workers.checkpoint import latest_checkpoint
+    from workers.config import load_config
+    from workers.reporting import JsonlReporter
+    from workers.tasks import build_task
+
+    out: Path = args.out
+    if args.config is not None or args.from_bundle is not None:
+        raise UserError("run --resume: the run goes on with the config in --out; give no config file or bundle")
+    if not (out / "config.yaml").is_file():
+        raise UserError(f"--out {out}: holds no run (no config.yaml) to resume")
+    point = latest_checkpoint(out)
+    if point is None:
+        raise UserError(f"--out {out}: the run wrote no resume checkpoint (schedule.checkpoint_every) to go on from")
+    cfg = load_config(out / "config.yaml", args.overrides)
+    task = build_task(cfg)
+    JsonlReporter(out).forget_after(point.step)  # the steps after the checkpoint are reported again
+    return train(cfg, task, out, progress=not args.no_progress, resume=point)
+
+
+def train(cfg, task, out: Path, progress: bool = True, resume=None) -> int:
     from workers.reporting import FanoutReporter, JsonlReporter, ProgressReporter
     from workers.trainer import Trainer
 
@@ -140,7 +165,7 @@ def train(cfg, task, out: Path, progress: bool = True) -> int:
 
             state = run_on_ray(cfg, reporter, artifacts_dir=out)
         else:
-            state = Trainer(cfg, reporter, artifacts_dir=out, task=task).run()
+            state = Trainer(cfg, reporter, artifacts_dir=out, task=task).run(resume=resume)
     except KeyboardInterrupt:
         reporter.status("cancelled", "interrupted")
         return EXIT_CANCELLED

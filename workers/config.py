@@ -281,6 +281,15 @@ class ScheduleConfig(Section):
     samples_per_step: int = Field(16, ge=0, description="Rollout samples recorded per step for the sample inspector.")
     save_every: int = Field(0, ge=0, description="Save a checkpoint every N steps (0 = only at the end).")
     save_final: bool = Field(True, description="Save a checkpoint when training ends.")
+    checkpoint_every: int | None = Field(
+        None,
+        ge=0,
+        le=2**31 - 1,
+        description="Write a resume checkpoint (weights, optimizer, random streams, data position, every "
+        "component's state) every N steps: a run whose worker is lost goes on from the last one, with the same "
+        "results. Unset: by model size, every 10 steps below 100M parameters, 25 below 1B, 50 above. 0: never. "
+        "Asynchronous runs (max_staleness) write none and start again from step 0.",
+    )
     max_staleness: int | None = Field(
         None,
         ge=0,
@@ -375,7 +384,10 @@ class ResourcesConfig(Section):
 
 # Fields that bound how a run is executed without changing what it computes: left out of the config
 # hash, so that the hash of a config is the same whatever limit it ran under (and the pinned hashes hold).
-NOT_HASHED = {"resources": {"wall_time_s", "actor_cpus", "actor_gpus", "learner_gpus", "nodes"}}
+NOT_HASHED = {
+    "resources": {"wall_time_s", "actor_cpus", "actor_gpus", "learner_gpus", "nodes"},
+    "schedule": {"checkpoint_every"},  # when a run saves its state, never what it computes
+}
 
 
 class RunConfig(Section):

@@ -73,15 +73,16 @@ def require_ray():
 
 
 # ---------------------------------------------------------------------------------------------- the driver
-def run_on_ray(cfg, reporter, artifacts_dir: Path | None = None) -> str:
-    """Train `cfg` on a Ray cluster to its final state, reporting through `reporter` as the Trainer would."""
+def run_on_ray(cfg, reporter, artifacts_dir: Path | None = None, resume=None) -> str:
+    """Train `cfg` on a Ray cluster to its final state, reporting through `reporter` as the Trainer would;
+    `resume` (a workers.checkpoint.ResumePoint under the shared artifacts directory): go on from it."""
     ray = require_ray()
     started_here = connect(ray, cfg)
     group = learner = None
     try:
         group = place(ray, cfg, reporter)
         learner = spawn_learner(ray, cfg, group, artifacts_dir)
-        return follow(ray, learner, reporter)
+        return follow(ray, learner, reporter, resume)
     finally:  # whatever ended the run (its end, an error, the time limit), nothing of it stays on the cluster
         if learner is not None:
             ray.kill(learner)  # its rollout actors are its own: they go with it
@@ -178,15 +179,16 @@ def spawn_learner(ray, cfg, group, artifacts_dir: Path | None):
     )
 
 
-def follow(ray, learner, reporter) -> str:
+def follow(ray, learner, reporter, resume=None) -> str:
     """Replay the learner's reports into `reporter` until it ends, passing a stop on; its final state."""
     from ray.exceptions import RayActorError, RayTaskError
 
-    running, stop_sent = learner.run.remote(), False
+    running, stop_sent = learner.run.remote(resume), False
     while True:
         finished = bool(ray.wait([running], timeout=POLL_S)[0])
         try:
-            replay(ray.get(learner.drain.remote()), reporter)
+            if replay(ray.get(learner.drain.remote()), reporter):
+                learner.flushed.remote()  # what the learner reported is stored: its checkpoint may follow
         except RayActorError as exc:
             raise LearnerLost(f"the learner actor died: {exc}") from None
         if finished:
@@ -203,14 +205,23 @@ def follow(ray, learner, reporter) -> str:
         raise LearnerLost(f"the learner actor died: {exc}") from None
 
 
-def replay(events: list[tuple[str, tuple]], reporter) -> None:
+def replay(events: list[tuple[str, tuple]], reporter) -> bool:
+    """Make the learner's calls on `reporter`; whether one was a flush (it is done when this returns)."""
+    flushed = False
     for method, args in events:
+        if method == "flush":
+            flush = getattr(reporter, "flush", None)
+            if callable(flush):
+                flush()
+            flushed = True
+            continue
         if method == "artifact" and not Path(args[0]).exists():
             raise ArtifactOutOfReach(
                 f"the learner wrote {args[0]} on its machine, and this driver cannot read it: STORAGE_ROOT (the run's "
                 "artifacts directory) must be one directory shared by every machine of the cluster"
             )
         getattr(reporter, method)(*args)
+    return flushed
 
 
 # ---------------------------------------------------------------------------------------------- the learner
@@ -221,6 +232,7 @@ class RelayReporter:
     def __init__(self):
         self.events: deque[tuple[str, tuple]] = deque()  # appended by the run's thread, taken by drain's
         self.stopped = threading.Event()
+        self.stored = threading.Event()  # set by the driver once a flush it replayed is done
 
     def metrics(self, step, values):
         self.events.append(("metrics", (step, values)))
@@ -243,6 +255,13 @@ class RelayReporter:
     def should_stop(self):
         return self.stopped.is_set()
 
+    def flush(self):
+        """Wait until the driver has stored every call made so far (a resume checkpoint follows)."""
+        self.stored.clear()
+        self.events.append(("flush", ()))
+        while not self.stored.wait(timeout=1.0) and not self.stopped.is_set():
+            pass
+
     def drain(self) -> list[tuple[str, tuple]]:
         taken = []
         while self.events:
@@ -260,7 +279,7 @@ class Learner:
         self.artifacts_dir = Path(artifacts_dir) if artifacts_dir else None
         self.relay = RelayReporter()
 
-    def run(self) -> str:
+    def run(self, resume=None) -> str:
         from workers.config import RunConfig
         from workers.trainer import Trainer
 
@@ -274,13 +293,16 @@ class Learner:
         except stopping.Cancelled:
             self.relay.status("cancelled", "cancelled while the model was being prepared")
             return "cancelled"
-        return trainer.run()
+        return trainer.run(resume=resume)
 
     def drain(self) -> list[tuple[str, tuple]]:
         return self.relay.drain()
 
     def stop(self) -> None:
         self.relay.stopped.set()
+
+    def flushed(self) -> None:
+        self.relay.stored.set()
 
 
 # ---------------------------------------------------------------------------------------------- rollout actors

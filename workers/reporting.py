@@ -45,6 +45,9 @@ class Reporter(Protocol):
 
     def should_stop(self) -> bool: ...
 
+    # optional: `flush()`, for a reporter that buffers: store everything reported so far. The trainer calls it
+    # before a resume checkpoint, which claims that every step up to it is stored.
+
 
 def sha256_file(path: Path) -> str:
     with open(path, "rb") as f:
@@ -103,6 +106,17 @@ class JsonlReporter:
 
     def should_stop(self) -> bool:
         return (self.directory / "STOP").exists()
+
+    def forget_after(self, step: int) -> None:
+        """Drop the metrics, samples and groups of the steps after `step` (a run resumed from its checkpoint of
+        `step` reports them again): each is then stored once."""
+        self.close()
+        for name in ("metrics.jsonl", "samples.jsonl", "groups.jsonl"):
+            path = self.directory / name
+            if path.is_file():
+                kept = [line for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
+                        if json.loads(line)["step"] <= step]  # fmt: skip
+                path.write_text("".join(kept), encoding="utf-8")
 
     def close(self) -> None:
         for handle in self._files.values():
@@ -224,6 +238,12 @@ class FanoutReporter:
 
     def should_stop(self):
         return any(r.should_stop() for r in self.reporters)
+
+    def flush(self):
+        for r in self.reporters:
+            flush = getattr(r, "flush", None)
+            if callable(flush):
+                flush()
 
 
 def read_metrics(path: Path) -> list[dict[str, float]]:

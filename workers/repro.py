@@ -51,6 +51,50 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)  # also seeds every CUDA device
 
 
+def global_random_state() -> dict:
+    """The process-wide random streams seed_everything sets (a resume checkpoint carries them)."""
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_global_random_state(state: dict) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"].cpu())
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
+
+
+class DataStream:
+    """The fingerprint of every training example a run draws, in order: the exact data it used.
+
+    Chained, one link per draw (digest = sha256(previous digest, the draw's examples)), because a running
+    hashlib object has no state a checkpoint could carry: a resumed run goes on from the saved digest and ends
+    with the fingerprint of the undisturbed run.
+    """
+
+    def __init__(self, digest: str = "", examples: int = 0):
+        self.digest, self.examples = digest, examples
+
+    def add(self, examples) -> None:
+        link = hashlib.sha256(self.digest.encode())
+        for example in examples:
+            link.update(f"{example.prompt}\0{example.answer}\n".encode())
+        self.digest = link.hexdigest()
+        self.examples += len(examples)
+
+    def hexdigest(self) -> str:
+        return self.digest or hashlib.sha256().hexdigest()  # nothing drawn: the digest of no bytes
+
+    def state_dict(self) -> dict:
+        return {"digest": self.digest, "examples": self.examples}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.digest, self.examples = state["digest"], state["examples"]
+
+
 @contextmanager
 def deterministic(device: torch.device, threads: int) -> Iterator[None]:
     """Deterministic kernels and a fixed thread count inside the block; what was set before, after it.

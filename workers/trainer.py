@@ -18,7 +18,6 @@ asks which method it is running.
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import math
 import time
@@ -32,8 +31,8 @@ import psutil
 import torch
 import yaml
 
+from workers import checkpoint, progress, repro, stopping
 from workers import metrics as metric
-from workers import progress, repro, stopping
 from workers.evaluation import score_eval
 from workers.models.policy import load_policy
 from workers.pipeline.batch import RolloutBatch
@@ -165,8 +164,7 @@ class Trainer:
         self.sampling_rng = torch.Generator(self.device).manual_seed(cfg.seed)
         self.shuffle_rng = torch.Generator().manual_seed(cfg.seed + 1)
         self.counters = {metric.ROLLOUT_TOKENS: 0.0, metric.SAMPLES: 0.0, metric.WALL_S: 0.0}
-        self.data_stream = hashlib.sha256()  # every training example drawn, in order: the exact data used
-        self.examples_drawn = 0
+        self.data_stream = repro.DataStream()  # every training example drawn, in order: the exact data used
         self.environment: dict | None = None
 
     # ------------------------------------------------------------------ set-up helpers
@@ -220,26 +218,36 @@ class Trainer:
         return repro.deterministic(self.device, self.cfg.resources.threads)
 
     # ------------------------------------------------------------------ the run
-    def run(self) -> str:
-        """Train for schedule.steps (or until the time limit or a stop); return the final state."""
-        with self.deterministic():
-            return self.run_steps()
+    def run(self, resume: checkpoint.ResumePoint | None = None) -> str:
+        """Train for schedule.steps (or until the time limit or a stop); return the final state.
 
-    def run_steps(self) -> str:
-        self.reporter.status("running", f"{self.cfg.method or 'custom'} on {self.cfg.task.name}, device {self.device}")
+        resume: a checkpoint of this run (workers.checkpoint.latest_checkpoint): train from the step after it, with
+        every state it saved, so the steps it reports are those the undisturbed run reports."""
+        with self.deterministic():
+            done = self.restore(resume) if resume is not None else 0
+            return self.run_steps(done)
+
+    def run_steps(self, done: int = 0) -> str:
+        """The steps after step `done` (0: the whole run, the evaluation before any training included)."""
+        about = f"{self.cfg.method or 'custom'} on {self.cfg.task.name}, device {self.device}"
+        self.reporter.status("running", about + (f", resumed after step {done}" if done else ""))
         self.record_environment()
-        started, last_step = time.perf_counter(), 0
+        # the time limit counts the training time before the resume too
+        started, last_step = time.perf_counter() - self.counters[metric.WALL_S], done
         try:
-            if self.cfg.eval.every:
+            if self.cfg.eval.every and not done:
                 self.reporter.metrics(0, self.evaluate(0))
             # closed on a break: the asynchronous producer is joined
-            with closing(self.steps()) as steps, self.training_phase() as training:
+            with closing(self.steps(done + 1)) as steps, self.training_phase() as training:
+                training.advance(done)
                 for step, metrics in steps:
                     training.advance()
                     self.reporter.metrics(step, metrics)
                     last_step = step
                     if self.cfg.schedule.save_every and step % self.cfg.schedule.save_every == 0:
                         self.save_checkpoint(step)
+                    if self.resume_checkpoint_due(step):
+                        self.write_resume_checkpoint(step)
                     limit = self.cfg.schedule.time_limit_s
                     if limit and time.perf_counter() - started > limit:
                         self.reporter.log(f"time limit of {limit:g}s reached after step {step}")
@@ -257,16 +265,17 @@ class Trainer:
         """The steps as a phase: the state line says how many are done (each step's metrics are its log)."""
         return progress.phase("training", total=self.cfg.schedule.steps, unit="steps", log_every_s=None)
 
-    def steps(self) -> Iterator[tuple[int, dict[str, float]]]:
-        """Every step's number and metrics, in order: one at a time, or pipelined when schedule.max_staleness is set."""
+    def steps(self, first: int = 1) -> Iterator[tuple[int, dict[str, float]]]:
+        """Every step's number and metrics from step `first`, in order: one at a time, or pipelined when
+        schedule.max_staleness is set (which writes no resume checkpoint, so always starts at 1)."""
         if self.cfg.schedule.max_staleness is None:
-            return self.synchronous_steps()
+            return self.synchronous_steps(first)
         from workers.asynchronous import Pipeline
 
         return Pipeline(self).steps()
 
-    def synchronous_steps(self) -> Iterator[tuple[int, dict[str, float]]]:
-        for step in range(1, self.cfg.schedule.steps + 1):
+    def synchronous_steps(self, first: int = 1) -> Iterator[tuple[int, dict[str, float]]]:
+        for step in range(first, self.cfg.schedule.steps + 1):
             self.check_stop()
             yield step, self.step(step)
 
@@ -297,7 +306,7 @@ class Trainer:
         if self.artifacts_dir is None:
             return
         path = Path(self.artifacts_dir) / "data_stream.json"
-        path.write_text(json.dumps({"sha256": self.data_stream.hexdigest(), "examples": self.examples_drawn}))
+        path.write_text(json.dumps({"sha256": self.data_stream.hexdigest(), "examples": self.data_stream.examples}))
         self.reporter.artifact(str(path), "data-stream")
 
     def step(self, step: int) -> dict[str, float]:
@@ -485,9 +494,7 @@ class Trainer:
         return batch, generate_s, reward_s
 
     def note_examples(self, examples) -> None:
-        for example in examples:
-            self.data_stream.update(f"{example.prompt}\0{example.answer}\n".encode())
-        self.examples_drawn += len(examples)
+        self.data_stream.add(examples)
 
     def score(self, batch: RolloutBatch) -> None:
         """Run every reward function on every completion; the reward is their weighted sum."""
@@ -901,6 +908,63 @@ class Trainer:
         if self.device.type == "cuda":
             metrics[metric.GPU_MEM_GB] = torch.cuda.max_memory_allocated(self.device) / 2**30
         return metrics
+
+    # ------------------------------------------------------------------ resume checkpoints
+    def resume_checkpoint_due(self, step: int) -> bool:
+        """Whether a resume checkpoint follows `step`: every schedule.checkpoint_every steps (by model size when
+        unset), never for the asynchronous trainer (its rollout thread is steps ahead) or without a directory."""
+        if self.artifacts_dir is None or self.cfg.schedule.max_staleness is not None:
+            return False
+        parameters = sum(p.numel() for p in self.policy.model.parameters())
+        every = checkpoint.checkpoint_interval(self.cfg.schedule.checkpoint_every, parameters)
+        return every > 0 and step % every == 0
+
+    def write_resume_checkpoint(self, step: int) -> None:
+        """Everything the steps after `step` read, saved, once everything reported up to it is stored: a run
+        resumed from here reports the later steps again, and only those."""
+        flush = getattr(self.reporter, "flush", None)  # a reporter that buffers writes out what it holds
+        if callable(flush):
+            flush()
+        checkpoint.write_checkpoint(Path(self.artifacts_dir), step, self.state_dict())
+
+    def state_dict(self) -> dict:
+        """The trainer's state after a step: see workers/checkpoint.py for what and why."""
+        return {
+            "config_hash": self.cfg.config_hash(),
+            "model": self.policy.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "random": repro.global_random_state(),
+            "data_rng": self.data_rng.bit_generator.state,
+            "sampling_rng": self.sampling_rng.get_state(),
+            "shuffle_rng": self.shuffle_rng.get_state(),
+            "counters": dict(self.counters),
+            "data_stream": self.data_stream.state_dict(),
+            "history": self.history.state_dict(),
+            "components": checkpoint.freeze_components(self.stages, self.cfg),
+        }
+
+    def restore(self, point: checkpoint.ResumePoint) -> int:
+        """Load a resume checkpoint of this run; returns the step it completed."""
+        from workers.errors import ConfigError
+
+        if self.cfg.schedule.max_staleness is not None:
+            raise ConfigError("schedule.max_staleness: an asynchronous run has no resume checkpoints to go on from")
+        state = checkpoint.read_checkpoint(point, self.device)
+        if state["config_hash"] != self.cfg.config_hash():
+            raise ConfigError(f"{point.path} is the checkpoint of another config (hash {state['config_hash'][:12]})")
+        self.policy.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        repro.set_global_random_state(state["random"])
+        self.data_rng.bit_generator.state = state["data_rng"]
+        self.sampling_rng.set_state(state["sampling_rng"].cpu())
+        self.shuffle_rng.set_state(state["shuffle_rng"].cpu())
+        self.counters = dict(state["counters"])
+        self.data_stream.load_state_dict(state["data_stream"])
+        self.history.load_state_dict(state["history"])
+        self.stages = checkpoint.thaw_components(state["components"], self.cfg)
+        self.sync_samplers()  # rollout actors and engines sample with the restored weights
+        self.reporter.log(f"resumed from the checkpoint of step {state['step']}")
+        return int(state["step"])
 
     # ------------------------------------------------------------------ artifacts
     def save_checkpoint(self, step: int) -> None:

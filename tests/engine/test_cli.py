@@ -138,6 +138,27 @@ def test_an_out_directory_that_holds_files_is_refused(small_yaml, tmp_path):
     assert (tmp_path / "out" / "metrics.jsonl").read_text() == "{}\n"
 
 
+def deterministic_rows(out_dir):
+    from workers.reporting import is_deterministic_metric, read_metrics
+
+    return [
+        {k: v for k, v in row.items() if is_deterministic_metric(k)} for row in read_metrics(out_dir / "metrics.jsonl")
+    ]
+
+
+def test_resume_goes_on_from_the_last_checkpoint_and_each_step_is_stored_once(small_yaml, tmp_path):
+    every = ["--set", "schedule.steps=6", "--set", "schedule.checkpoint_every=4", "--no-progress"]
+    assert cli("run", str(small_yaml), "--out", str(tmp_path / "whole"), *every).returncode == 0
+    assert cli("run", str(small_yaml), "--out", str(tmp_path / "again"), *every).returncode == 0
+    assert sorted(p.name for p in (tmp_path / "again" / "resume").iterdir()) == ["step-00000004.pt"]
+    out = cli("run", "--resume", "--out", str(tmp_path / "again"), "--no-progress")  # steps 5 and 6 once more
+    assert out.returncode == 0, out.stderr
+    assert deterministic_rows(tmp_path / "again") == deterministic_rows(tmp_path / "whole")
+    assert "resumed from the checkpoint of step 4" in (tmp_path / "again" / "log.txt").read_text()
+    empty = cli("run", "--resume", "--out", str(tmp_path / "nothing"))
+    assert empty.returncode == 2 and "holds no run" in empty.stderr
+
+
 def test_unknown_command_and_missing_out_exit_2(small_yaml):
     assert cli("fly").returncode == 2
     out = cli("run", str(small_yaml))
