@@ -168,8 +168,8 @@ def test_a_killed_driver_sends_the_run_back_to_the_queue_and_leaves_nothing_of_i
     on_ray, alice, ray_cluster
 ):
     """kill -9 of the worker that drives a Ray run: back to the queue within the heartbeat timeout, as a local run
-    (its next attempt starts over: no resume on Ray yet); its learner and actors are owned by the dead driver, so
-    Ray removes them and frees the cluster."""
+    (for a new attempt to resume); its learner and actors are owned by the dead driver, so Ray removes them and
+    frees the cluster."""
     run_id = launch_long_ray_run(on_ray, alice, "driver to kill")
     assert cpus_in_use(ray_cluster) == 3.0  # the learner's 2 and the actors' 0.5 each
     on_ray.kill_worker()

@@ -22,6 +22,7 @@ from rolloutlab.runs.dispatch import broker_task_ids, submit
 from rolloutlab.runs.models import Kind, LogLine, Outcome, Run, RunAttempt, Sample, State
 from rolloutlab.runs.reporter import Heartbeat, Lease, PlatformReporter
 from tests.conftest import project_of, small_config
+from workers.stopping import Cancelled
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the reporter writes from its own thread
 
@@ -117,7 +118,8 @@ def test_an_attempt_fenced_out_by_a_newer_one_writes_nothing_and_is_told_to_stop
     assert lifecycle.mark_lost_runs() == [run.id]
     # back in the queue: no write lands any more, even before the next attempt claims the run
     old_reporter.metrics(2, {"reward/mean": 0.2})
-    old_reporter.flush()
+    with pytest.raises(Cancelled):  # the trainer's flush before a resume checkpoint: no checkpoint follows
+        old_reporter.flush()
     assert old.lost and MetricPoint.objects.filter(run=run).count() == 1
     new = Lease(run.id, lifecycle.claim(run.id, "host-b", token(run)))
     # the old worker is back: it writes nothing, reports no state, its heartbeat ends, and its trainer stops
@@ -209,15 +211,16 @@ def test_a_later_attempt_resumes_from_the_latest_checkpoint_and_a_first_one_igno
     assert RunAttempt.objects.get(run=run, number=2).resumed_from_step == 60
 
 
-def test_a_checkpoint_ahead_of_the_stored_points_or_a_ray_run_starts_over(run, tmp_path):
+def test_a_later_attempt_with_no_checkpoint_or_one_ahead_of_the_stored_points_starts_over(run, tmp_path):
+    store_steps(run, range(0, 51))
+    point, note = resume.prepare(run.id, 2, tmp_path)
+    assert point is None and "the run has no checkpoint yet" in note
+    assert not MetricPoint.objects.filter(run=run).exists() and not Sample.objects.filter(run=run).exists()
     store_steps(run, range(0, 51))
     checkpoint_at(tmp_path, 60)
-    point, note = resume.prepare(run.id, 2, tmp_path)
+    point, note = resume.prepare(run.id, 3, tmp_path)
     assert point is None and "ahead of the stored metrics (step 50)" in note
-    assert not MetricPoint.objects.filter(run=run).exists()
-    store_steps(run, range(0, 71))
-    point, note = resume.prepare(run.id, 3, tmp_path, resumable=False)
-    assert point is None and "Ray" in note and not Sample.objects.filter(run=run).exists()
+    assert not MetricPoint.objects.filter(run=run).exists() and not GroupOutcome.objects.filter(run=run).exists()
 
 
 # ------------------------------------------------------------------ a user's resume

@@ -89,7 +89,7 @@ def begin(run_id: int, attempt: int) -> tuple[RunConfig, Path, ResumePoint | Non
     """The run's config and artifacts folder, and where this attempt starts (rolloutlab.runs.resume)."""
     cfg = RunConfig.model_validate(Run.objects.values_list("config", flat=True).get(id=run_id))
     artifacts = Path(settings.STORAGE_ROOT) / "runs" / str(run_id)
-    point, note = resume.prepare(run_id, attempt, artifacts, resumable=cfg.resources.executor != "ray")
+    point, note = resume.prepare(run_id, attempt, artifacts)
     return cfg, artifacts, point, note
 
 
@@ -105,7 +105,7 @@ def over_time(exc: BaseException | None) -> bool:
 def train(cfg: RunConfig, artifacts: Path, reporter: PlatformReporter, point: ResumePoint | None) -> None:
     if cfg.resources.executor == "ray":  # this process drives; a learner and rollout actors on the cluster train
         try:
-            run_on_ray(cfg, reporter, artifacts_dir=artifacts)  # from the start: no resume on Ray yet
+            run_on_ray(cfg, reporter, artifacts_dir=artifacts, resume=point)
         except Cancelled:
             reporter.status(State.CANCELLED, "cancelled while the run waited for room on the Ray cluster")
         return

@@ -33,6 +33,7 @@ from rolloutlab.runs import lifecycle
 from rolloutlab.runs.models import Artifact, LogLine, Run, Sample, State
 from workers import metrics as metric
 from workers.reporting import sha256_tree
+from workers.stopping import Cancelled
 
 STOP_CHECK_INTERVAL_S = 0.5
 UNREACHABLE = (OperationalError, InterfaceError)  # the database is down or restarting: worth retrying
@@ -225,7 +226,7 @@ class PlatformReporter:
             notify(self.run_id, {"kind": "log", "lines": lines})
 
     def status(self, state: str, detail: str = "") -> None:
-        self.flush()  # every point reported before a state change is committed before it
+        self.write_buffered()  # every point reported before a state change is committed before it
         if state == State.RUNNING:  # what the run is doing now (workers.progress): its page's state line
             changed = self.retry.call(lambda _: self.lease.mine().update(detail=detail), "the run's detail")
             if changed:
@@ -275,6 +276,14 @@ class PlatformReporter:
         return [], [], [], []  # names, steps, values, walls
 
     def flush(self) -> None:
+        """Write and announce everything buffered so far. The trainer calls it before each resume checkpoint,
+        which claims the steps up to it are stored: an attempt fenced out gets Cancelled instead, so that it never
+        writes a checkpoint beside the newer attempt's."""
+        self.write_buffered()
+        if self.lease.lost:
+            raise Cancelled()
+
+    def write_buffered(self) -> None:
         """Write and announce everything buffered so far (any thread may call it)."""
         with self._write_lock:
             with self._lock:
@@ -307,7 +316,7 @@ class PlatformReporter:
                 self._wake.wait()
                 self._wake.clear()
                 self._closing.wait(interval)  # gather what arrives meanwhile into the same COPY
-                self.flush()
+                self.write_buffered()
         except UNREACHABLE as exc:
             log.error("run %s: metrics could not be written for %s s", self.run_id, settings.REPORTER_RETRY_FOR_S)
             self._failure = exc
@@ -321,7 +330,7 @@ class PlatformReporter:
         self._closing.set()
         self._wake.set()
         self._flusher.join(timeout=30)
-        self.flush()
+        self.write_buffered()
 
 
 class Heartbeat:

@@ -1,13 +1,14 @@
 """Where a new attempt of a run starts, and the stored results of the steps it will report again.
 
-    point, note = prepare(run_id, attempt, artifacts_dir, resumable=True)   # after lifecycle.claim
+    point, note = prepare(run_id, attempt, artifacts_dir)   # after lifecycle.claim
     Trainer(cfg, reporter, artifacts_dir=artifacts_dir).run(resume=point)
 
 The first attempt starts from step 0. A later one (its worker was lost, or a user resumed the run) starts after
 the run's latest checkpoint (workers.checkpoint), written by the trainer every schedule.checkpoint_every steps;
 the metric points, samples and group outcomes stored for the steps after it are removed first, in one
-transaction, so the steps reported again replace them and none is stored twice. With no checkpoint, or an
-executor that cannot resume (Ray), the new attempt starts over and everything the run stored is removed.
+transaction, so the steps reported again replace them and none is stored twice. With no checkpoint (none
+written yet, or a trainer that writes none: the asynchronous one), the new attempt starts over and everything
+the run stored is removed. A run on Ray resumes the same way (workers.distributed.run_on_ray).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from workers.checkpoint import DIRECTORY, ResumePoint, latest_checkpoint
 EVERYTHING = -1  # forget_after(run_id, EVERYTHING): no step is kept, not even the evaluation before step 1
 
 
-def prepare(run_id: int, attempt: int, artifacts_dir: Path, resumable: bool = True) -> tuple[ResumePoint | None, str]:
+def prepare(run_id: int, attempt: int, artifacts_dir: Path) -> tuple[ResumePoint | None, str]:
     """The checkpoint attempt `attempt` resumes from (None: from the start), with a line for the run's log saying
     which; what the run stored after it is removed."""
     if attempt == 1:
@@ -35,15 +36,13 @@ def prepare(run_id: int, attempt: int, artifacts_dir: Path, resumable: bool = Tr
         shutil.rmtree(Path(artifacts_dir) / DIRECTORY, ignore_errors=True)
         point, note = None, ""  # and whatever a run stored before attempts were counted goes too (no-op if new)
     else:
-        point, note = resume_point(run_id, attempt, artifacts_dir, resumable)
+        point, note = resume_point(run_id, attempt, artifacts_dir)
     forget_after(run_id, point.step if point else EVERYTHING)
     RunAttempt.objects.filter(run_id=run_id, number=attempt).update(resumed_from_step=point.step if point else None)
     return point, note
 
 
-def resume_point(run_id: int, attempt: int, artifacts_dir: Path, resumable: bool) -> tuple[ResumePoint | None, str]:
-    if not resumable:
-        return None, f"attempt {attempt} starts over: a run on Ray does not resume from checkpoints yet"
+def resume_point(run_id: int, attempt: int, artifacts_dir: Path) -> tuple[ResumePoint | None, str]:
     point = latest_checkpoint(artifacts_dir)
     if point is None:
         return None, f"attempt {attempt} starts over: the run has no checkpoint yet"
