@@ -8,10 +8,12 @@ The runs wait on a queue of the test Redis that no worker serves, so every wake-
 from __future__ import annotations
 
 import math
+import threading
 import uuid
 from datetime import timedelta
 
 import pytest
+from django.db import connection, transaction
 from django.utils import timezone
 
 from rolloutlab.celery import app
@@ -147,6 +149,44 @@ def test_an_attempt_fenced_out_by_a_newer_one_writes_nothing_and_is_told_to_stop
     assert run.state == State.SUCCEEDED and not new.lost
     assert sorted(MetricPoint.objects.filter(run=run).values_list("step", "value")) == [(1, 0.1), (2, 0.25)]
     assert list(run.attempts.values_list("outcome", flat=True)) == ["lost", "succeeded"]
+
+
+def test_a_write_under_way_holds_the_requeue_off_until_it_commits_and_none_lands_after_it(run):
+    """The lease is checked in the write's own transaction, holding the run's row: the monitor's re-queue waits
+    for the write, and the next write of the old attempt finds the run gone."""
+    lease = Lease(run.id, claimed(run))
+    stop_heartbeating(run)
+    holding, release, requeued = threading.Event(), threading.Event(), threading.Event()
+
+    def write_slowly() -> None:
+        try:
+            with transaction.atomic():
+                assert lease.hold()
+                holding.set()
+                release.wait(10)
+                write_points(run.id, [("reward/mean", 1, 0.5, 1.0)])
+        finally:
+            connection.close()
+
+    def requeue() -> None:
+        try:
+            lifecycle.mark_lost_runs()
+            requeued.set()
+        finally:
+            connection.close()
+
+    writer = threading.Thread(target=write_slowly)
+    writer.start()
+    assert holding.wait(10)
+    monitor = threading.Thread(target=requeue)
+    monitor.start()
+    assert not requeued.wait(1.0)  # the re-queue waits for the write's transaction
+    release.set()
+    writer.join(10), monitor.join(10)
+    assert requeued.is_set() and Run.objects.get(id=run.id).state == State.QUEUED
+    assert MetricPoint.objects.filter(run=run).count() == 1  # the write that held the run landed, before the move
+    with transaction.atomic():
+        assert not lease.hold() and lease.lost  # and none lands after it
 
 
 def group_row() -> dict:
