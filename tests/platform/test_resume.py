@@ -1,23 +1,27 @@
 """A run survives its worker, end to end, on a PostgreSQL, a Redis and a storage root of this module's own.
 
 `kill -9` of the Celery worker (its parent and its child, the whole process group) when a 250-step CPU run has
-stored step 60, then a new worker started: the monitor re-queues the run, the new worker resumes it from its last
-checkpoint, and the run finishes `succeeded` with 250 steps, every metric point, sample and group outcome stored
-exactly once, its two attempts listed, and a metric stream that the platform's own Verify (a rerun of the same
-config, compared point by point) finds identical to an undisturbed run's.
+stored step 60, its message redelivered by the broker, then a new worker started: the redelivered message starts
+nothing, the monitor re-queues the run, the new worker resumes it from its last checkpoint, and the run finishes
+`succeeded` with 250 steps, every metric point, sample and group outcome stored exactly once, its two attempts
+listed, and a metric stream that the platform's own Verify (a rerun of the same config, compared point by point)
+finds identical to an undisturbed run's.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
 
 import pytest
+import redis
 
 from tests.platform.conftest import SMALL_RUN
-from tests.platform.live import ROOT, Stack, wait_until
+from tests.platform.live import LOGS, ROOT, Stack, wait_until
 from tests.platform.test_outages import query
 from tests.platform.throwaway import Postgres, Redis
 
@@ -71,6 +75,20 @@ def kill_worker_group(stack) -> None:
                what="every process of the worker to be gone")  # fmt: skip
 
 
+def redeliver_unacknowledged(stack) -> list[str]:
+    """Put the killed worker's unacknowledged messages back in their queue, as the broker does once their
+    visibility timeout has passed (acks_late); returns their task ids."""
+    client = redis.Redis.from_url(stack.redis_url)
+    ids = []
+    for tag, raw in client.hgetall("unacked").items():
+        message, _exchange, queue = json.loads(raw)
+        client.lpush(queue, json.dumps(message))
+        client.hdel("unacked", tag)
+        client.zrem("unacked_index", tag)
+        ids.append(message["headers"]["id"])
+    return ids
+
+
 def stored(stack, run_id: int, sql: str) -> list[tuple]:
     return query(stack.pg, sql.format(run=int(run_id)))
 
@@ -88,6 +106,9 @@ def test_a_run_whose_worker_is_killed_at_step_60_resumes_on_a_new_worker_and_end
     kill_worker_group(stack)
     state, killed_at = state_and_step(stack, run_id)
     assert state == "running" and KILL_AT <= killed_at < STEPS, (state, killed_at)
+    # the broker hands the killed worker's message out again: it must not start a second execution
+    redelivered = redeliver_unacknowledged(stack)
+    assert len(redelivered) == 1, redelivered
     stack.start_worker()  # a new worker, as an orchestrator would start in the killed one's place
 
     ended = wait_until(lambda: state_and_step(stack, run_id)[0] in FINAL, 300, interval=0.5, what="the run to end")
@@ -103,6 +124,8 @@ def test_a_run_whose_worker_is_killed_at_step_60_resumes_on_a_new_worker_and_end
                      ("running", "succeeded")]  # fmt: skip
     logged = [text for (text,) in query(stack.pg, "SELECT text FROM runs_logline WHERE run_id = %s", run_id)]
     assert f"attempt 2 resumes after step {resumed}, from its checkpoint" in logged
+    worker_log = (LOGS / "resume-worker.log").read_text(errors="replace")
+    assert re.search(rf"execute_run\[{redelivered[0]}\] succeeded in [\d.]+s: 'skipped'", worker_log)
 
     # the platform's own Verify: the same config rerun undisturbed, its metric stream compared point by point
     status, verification = stack.api(stack.token, "POST", f"/api/runs/{run_id}/verify")
