@@ -49,8 +49,8 @@ def stack(tmp_path_factory):
         made = subprocess.run([sys.executable, "-c", MAKE_TOKEN], cwd=ROOT, env={**os.environ, **env},
                               check=True, capture_output=True, text=True)  # fmt: skip
         storage = tmp_path_factory.mktemp("storage")
-        # a worker silent for 5 s is lost: the monitor re-queues the run soon after the kill
-        env = {"HEARTBEAT_INTERVAL_S": "1", "HEARTBEAT_TIMEOUT_S": "5", "STORAGE_ROOT": str(storage)}
+        # a worker silent for 8 s is lost: the monitor re-queues the run soon after the kill
+        env = {"HEARTBEAT_INTERVAL_S": "1", "HEARTBEAT_TIMEOUT_S": "8", "STORAGE_ROOT": str(storage)}
         stack = Stack(database_url=pg.url, redis_url=redis.url, name="resume-", env=env)
         stack.start()
         stack.pg, stack.token = pg, made.stdout.strip().splitlines()[-1]
@@ -118,7 +118,8 @@ def test_a_run_whose_worker_is_killed_at_step_60_resumes_on_a_new_worker_and_end
     assert first["outcome"] == "lost" and "no heartbeat from its worker" in first["reason"]
     assert second["outcome"] == "succeeded" and second["worker_host"]
     resumed = second["resumed_from_step"]  # the checkpoint at or before the step the worker died at
-    assert resumed is not None and resumed % 10 == 0 and killed_at - 10 < resumed <= killed_at + 10, resumed
+    # a checkpoint follows the storing of its step's points, so it is at most the last step stored
+    assert resumed is not None and resumed % 10 == 0 and killed_at - 10 <= resumed <= killed_at, resumed
     moves = query(stack.pg, "SELECT from_state, to_state FROM runs_transition WHERE run_id = %s ORDER BY id", run_id)
     assert moves == [("", "queued"), ("queued", "running"), ("running", "queued"), ("queued", "running"),
                      ("running", "succeeded")]  # fmt: skip
