@@ -21,7 +21,7 @@ from rolloutlab.metrics.ingest import write_points
 from rolloutlab.metrics.models import GroupOutcome, MetricBucket, MetricPoint
 from rolloutlab.runs import lifecycle, resume
 from rolloutlab.runs.dispatch import broker_task_ids, submit
-from rolloutlab.runs.models import Kind, LogLine, Outcome, Run, RunAttempt, Sample, State
+from rolloutlab.runs.models import Kind, LogLine, Outcome, Run, RunAttempt, Sample, State, Transition
 from rolloutlab.runs.reporter import Heartbeat, Lease, PlatformReporter
 from tests.conftest import project_of, small_config
 from workers.stopping import Cancelled
@@ -40,8 +40,10 @@ def probe_queue():
 @pytest.fixture
 def run(alice, probe_queue):
     config = small_config(schedule={"steps": 300}).model_dump(mode="json")
-    return Run.objects.create(project=project_of(alice), name="r", owner=alice, config=config, config_hash="0" * 64,
-                              queue=probe_queue, total_steps=300)  # fmt: skip
+    run = Run.objects.create(project=project_of(alice), name="r", owner=alice, config=config, config_hash="0" * 64,
+                             queue=probe_queue, total_steps=300)  # fmt: skip
+    Transition.objects.create(run=run, from_state="", to_state=State.QUEUED, cause="launched by alice")
+    return run
 
 
 def token(run) -> str:
@@ -292,6 +294,15 @@ def test_a_run_that_is_not_failed_cancelled_or_lost_is_not_resumed(run, alice_cl
     assert response.status_code == 409
     assert response.json()["error"] == f"the run is {state}; only a failed, cancelled or lost run can be resumed"
     assert Run.objects.get(id=run.id).state == state and token(run) == ""
+
+
+def test_an_imported_run_is_not_resumed_but_rerun(run, alice_client):
+    Transition.objects.filter(run=run).update(to_state=State.FAILED, cause="imported from bundle 0123 by alice")
+    Run.objects.filter(id=run.id).update(state=State.FAILED)
+    assert 'id="resume-button"' not in alice_client.get(f"/runs/{run.id}/").content.decode()
+    response = alice_client.post(f"/api/runs/{run.id}/resume")
+    assert response.status_code == 409 and response.json()["fields"] == {"run": response.json()["error"]}
+    assert "imported" in response.json()["error"] and Run.objects.get(id=run.id).state == State.FAILED
 
 
 def test_an_external_run_and_another_teams_run_are_not_resumed(run, alice_client, bob):

@@ -10,6 +10,7 @@ from rolloutlab.accounts.models import ShareLink
 from rolloutlab.accounts.sharing import url_token
 from rolloutlab.metrics.models import ChartChoice
 from rolloutlab.metrics.series import run_keys
+from rolloutlab.runs import services
 from rolloutlab.runs.models import RESUMABLE_STATES, Kind, Run, State
 from workers import metrics as metric
 from workers.config import RunConfig
@@ -32,7 +33,7 @@ def run_page_context(run: Run, user=None) -> dict:
         "default_charts": DEFAULT_CHARTS,
         "transitions": run.transitions.all(),
         "attempts": list(run.attempts.all()),  # shown when there is more than one
-        "resumable": run.kind == Kind.TRAINER and run.state in RESUMABLE_STATES,
+        "resumable": run.kind == Kind.TRAINER and run.state in RESUMABLE_STATES and not services.imported(run),
         "log_lines": list(run.log_lines.order_by("-id")[:200])[::-1],
         "artifacts": run.artifacts.all(),
         "sample_steps": list(run.samples.values_list("step", flat=True).distinct().order_by("step")),

@@ -96,6 +96,9 @@ def resume_run(run: Run, user) -> Run:
         raise UserInputError("an external run is resumed by its own script", {"kind": "external"}, status=409)
     if run.state not in RESUMABLE_STATES:
         raise not_resumable(run.state)
+    if imported(run):  # its config was never held to this deployment's ceilings
+        message = "the run was imported and never ran here: rerun it (or Verify it) instead"
+        raise UserInputError(message, {"run": message}, status=409)
     require_broker()
     check_active_runs(user)
     # the attempts the platform retries on its own are counted again from here; a cancel asked of the run
@@ -107,6 +110,11 @@ def resume_run(run: Run, user) -> Run:
     submit(run.id)
     run.refresh_from_db()
     return run
+
+
+def imported(run: Run) -> bool:
+    """Whether the run came from a bundle: it never went through this deployment's queue."""
+    return not run.transitions.filter(to_state=State.QUEUED).exists()
 
 
 def not_resumable(state: str) -> UserInputError:
