@@ -5,7 +5,8 @@ stored step 60, its message redelivered by the broker, then a new worker started
 nothing, the monitor re-queues the run, the new worker resumes it from its last checkpoint, and the run finishes
 `succeeded` with 250 steps, every metric point, sample and group outcome stored exactly once, its two attempts
 listed, and a metric stream that the platform's own Verify (a rerun of the same config, compared point by point)
-finds identical to an undisturbed run's.
+finds identical to an undisturbed run's. And a run its user cancelled at step 30 and resumed through the API
+goes on from its checkpoint and ends the same way.
 """
 
 from __future__ import annotations
@@ -147,3 +148,29 @@ def test_a_run_whose_worker_is_killed_at_step_60_resumes_on_a_new_worker_and_end
     assert {step for _, step, _ in points} == set(range(STEPS + 1))  # step 0: the evaluation before training
     for table in ("runs_sample", "metrics_groupoutcome"):
         assert stored(stack, run_id, PER_STEP.format(table=table)) == stored(stack, rerun, PER_STEP.format(table=table))
+
+
+def test_a_cancelled_run_resumed_by_its_user_goes_on_from_its_checkpoint_and_ends_as_if_undisturbed(stack):
+    status, body = stack.api(stack.token, "POST", "/api/runs", {"config": RUN, "name": "cancelled, then resumed"})
+    assert status == 201, body
+    run_id = body["id"]
+    wait_until(lambda: state_and_step(stack, run_id)[1] >= 30, 300, interval=0.05, what="step 30")
+    assert stack.api(stack.token, "POST", f"/api/runs/{run_id}/cancel")[0] == 200
+    wait_until(lambda: state_and_step(stack, run_id)[0] == "cancelled", 30, interval=0.2, what="the cancel")
+    status, resumed = stack.api(stack.token, "POST", f"/api/runs/{run_id}/resume")
+    assert status == 200 and resumed["state"] == "queued", resumed
+    status, again = stack.api(stack.token, "POST", f"/api/runs/{run_id}/resume")
+    assert status == 409 and again["error"] == "the run is queued; only a failed, cancelled or lost run can be resumed"
+
+    wait_until(lambda: state_and_step(stack, run_id)[0] in FINAL, 300, interval=0.5, what="the run to end")
+    assert state_and_step(stack, run_id) == ("succeeded", STEPS)
+    first, second = stack.api(stack.token, "GET", f"/api/runs/{run_id}")[1]["attempts"]
+    assert first["outcome"] == "cancelled" and second["outcome"] == "succeeded"
+    assert second["resumed_from_step"] is not None and second["resumed_from_step"] >= 30
+    status, verification = stack.api(stack.token, "POST", f"/api/runs/{run_id}/verify")
+    assert status == 201, verification
+    rerun = verification["rerun"]
+    wait_until(lambda: state_and_step(stack, rerun)[0] in FINAL, 300, interval=0.5, what="the verification rerun")
+    result = stack.api(stack.token, "GET", f"/api/runs/{run_id}/audit")[1]["verifications"][0]["result"]
+    assert result["identical"], result
+    assert {(n, s) for n, s, _ in stored(stack, run_id, POINTS)} == {(n, s) for n, s, _ in stored(stack, rerun, POINTS)}
