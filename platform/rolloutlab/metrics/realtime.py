@@ -10,6 +10,7 @@ import asyncio
 import logging
 
 from asgiref.sync import async_to_sync
+from celery.exceptions import SoftTimeLimitExceeded
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from rolloutlab.metrics import finite
@@ -37,6 +38,8 @@ def notify(run_id: int, event: dict) -> None:
                 asyncio.run_coroutine_threadsafe(layer.group_send(run_group(run_id), message), server_loop)
             return
         async_to_sync(layer.group_send)(run_group(run_id), message)
+    except SoftTimeLimitExceeded:  # the run's time limit struck while it waited here: the executor fails the run
+        raise  # (swallowed, the hard limit would kill the worker's child, and the run would be re-queued)
     except Exception:  # noqa: BLE001 - a notification is best effort; the database has the data
         log.warning("could not notify run %s", run_id, exc_info=True)
 
