@@ -21,7 +21,7 @@ from rolloutlab.metrics.models import MetricBucket, MetricPoint
 from rolloutlab.outages import require_broker
 from rolloutlab.runs.data_paths import confine
 from rolloutlab.runs.dispatch import revoke, submit
-from rolloutlab.runs.lifecycle import transition
+from rolloutlab.runs.lifecycle import send_again, transition
 from rolloutlab.runs.limits import check_active_runs, over_limits
 from rolloutlab.runs.models import FINAL_STATES, RESUMABLE_STATES, Kind, Run, State, Tag, Transition
 from workers.config import RunConfig, resolve
@@ -107,7 +107,7 @@ def resume_run(run: Run, user) -> Run:
     if not transition(run.id, State.QUEUED, f"resumed by {user}", only_from=run.state, **fields):
         raise not_resumable(Run.objects.values_list("state", flat=True).get(id=run.id))  # it moved meanwhile
     activity.note(user, "resumed", run.project, activity.run_subject(run))
-    submit(run.id)
+    send_again(run.id)  # queued now, whatever the broker says: a wake-up it misses, the monitor sends again
     run.refresh_from_db()
     return run
 
