@@ -17,6 +17,7 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from rolloutlab.metrics.realtime import notify
+from rolloutlab.runs.dispatch import submit
 from rolloutlab.runs.models import FINAL_STATES, TRANSITIONS, Kind, Outcome, Run, RunAttempt, State, Transition
 
 log = logging.getLogger(__name__)
@@ -132,8 +133,6 @@ def lost_worker(run_id: int, deadline, cause: str) -> str | None:
 
 def send_again(run_id: int) -> None:
     """The wake-up of a re-queued run; if the broker is away, the monitor's next rounds send it (resend_unsent)."""
-    from rolloutlab.runs.dispatch import submit  # dispatch reads the state machine's models, not the reverse
-
     try:
         submit(run_id)
     except Exception:  # noqa: BLE001 - e.g. the broker restarting: the run waits queued, which the monitor sees
