@@ -925,6 +925,7 @@ class Trainer:
         flush = getattr(self.reporter, "flush", None)  # a reporter that buffers writes out what it holds
         if callable(flush):
             flush()
+        self.check_stop()  # a run taken over by a newer attempt meanwhile (the platform's fencing) writes nothing
         checkpoint.write_checkpoint(Path(self.artifacts_dir), step, self.state_dict())
 
     def state_dict(self) -> dict:
