@@ -72,7 +72,7 @@ class Collected:
     # the prompt history's metrics and the collecting stages' own, as they were once the step's groups were seen:
     # the asynchronous trainer reports a batch some steps after it was collected
     observed: dict[str, float] = field(default_factory=dict)
-    # the samples stored for the inspector, described by the learner before its update (Trainer.pick_samples)
+    # the samples stored for the inspector, described by the learner around its update (Trainer.inspect_samples)
     described: list[dict] | None = None
 
 
@@ -96,6 +96,51 @@ def whole_groups(batch: RolloutBatch, groups, budget: int) -> list[int]:
         if len(rows) >= budget:
             break
     return rows
+
+
+def token_entropy(logp_all: torch.Tensor) -> torch.Tensor:
+    """The entropy (nats) of each position's next-token distribution, from its log-probabilities: (..., V) -> (...)."""
+    return -(logp_all.exp() * logp_all).sum(-1)
+
+
+class UpdateEntropies:
+    """Per-token entropies (nats) of stored samples under the policy before the update, read off the update's
+    forwards where it runs them anyway (Trainer.update says which).
+
+    Only rows the update sees as they were sampled may be asked for: in the loss, every token attended
+    (Trainer.inspect_samples). A forward records the rows it holds that it wants and has not recorded yet.
+    """
+
+    def __init__(self, samples: dict[int, dict]):
+        self.samples = samples  # row of the trained batch -> its sample (Trainer.describe_sample), to fill in
+        self.wanted: dict[int, int] = {}  # row of the update's inputs -> row of the batch (set by Trainer.update)
+        self.found: dict[int, torch.Tensor] = {}  # row of the batch -> (T,) entropies
+
+    def locate(self, rows: torch.Tensor) -> None:
+        """`rows` (B,): the batch row that each row of the update's inputs holds."""
+        self.wanted = {i: row for i, row in enumerate(rows.tolist()) if row in self.samples}
+
+    @torch.no_grad()
+    def take(self, chunk: torch.Tensor | None, logp_all: torch.Tensor, entropy: torch.Tensor | None) -> None:
+        """Record the wanted rows, not recorded yet, of one forward over `chunk` (rows of the update's inputs; None:
+        all of them): `logp_all` (B, T, V) its log-probabilities, `entropy` (B, T) if the forward computed it."""
+        rows = range(len(logp_all)) if chunk is None else chunk.tolist()
+        new = [(i, self.wanted[r]) for i, r in enumerate(rows) if r in self.wanted and self.wanted[r] not in self.found]
+        if not new:
+            return
+        at = torch.tensor([i for i, _ in new], device=logp_all.device)
+        values = entropy.detach()[at] if entropy is not None else token_entropy(logp_all[at])  # (R, T)
+        self.found.update(zip((row for _, row in new), values.cpu()))
+
+    def fill(self) -> None:
+        """Each sample's "entropies", once the update ran: one per completion token, rounded for storage."""
+        for row, sample in self.samples.items():
+            sample["entropies"] = rounded(self.found[row][: sample["length"]])
+
+
+def rounded(values: torch.Tensor) -> list[float]:
+    """Per-token values as stored with a sample (log-probabilities, entropies)."""
+    return [round(v, SAMPLE_DIGITS) for v in values.tolist()]
 
 
 def resolve_device(wanted: str) -> torch.device:
@@ -340,14 +385,17 @@ class Trainer:
         if batch.num_groups:
             advantage_stats = self.compute_advantages(batch)
             metrics.update({**self.advantage_metrics(batch), **advantage_stats})
-            if self.cfg.schedule.samples_per_step:  # stored now: their entropies under the policy that sampled them
-                collected.described = self.pick_samples(batch, collected.generated, with_entropy=True)
+            inspected = None
+            if self.cfg.schedule.samples_per_step:  # described now, before the update; entropies from the update
+                collected.described, inspected = self.inspect_samples(batch, collected.generated)
             self.check_stop()
             for backend in self.own_backends():  # a sampler sharing the GPU frees it for the update (vllm sleeps)
                 backend.release_memory()
             began_update = time.perf_counter()
-            metrics.update(self.update(batch, step))
+            metrics.update(self.update(batch, step, inspected))
             train_s = time.perf_counter() - began_update
+            if inspected is not None:
+                inspected.fill()
             self.stages.replay.store(batch, step)
         if bound is not None:
             metrics.update(bound.metrics(batch, step - 1))
@@ -559,16 +607,21 @@ class Trainer:
         batch.answer_counts = self.history.answer_counts(batch)
 
     # ------------------------------------------------------------------ phase: update
-    def update(self, batch: RolloutBatch, step: int = 1) -> dict[str, float]:
+    def update(self, batch: RolloutBatch, step: int = 1, entropies: UpdateEntropies | None = None) -> dict[str, float]:
         """schedule.updates_per_batch passes of schedule.minibatches optimizer steps over the samples in the loss.
 
         Each pass is split into exactly schedule.minibatches parts whose sizes differ by at most
         one; a part left empty (fewer samples than minibatches) is skipped, and the learning-rate
         schedule still counts it, so the rate at every step is the one the schedule planned.
+        `entropies`: rows whose per-token entropies under the policy before the update are recorded on the way
+        (the inspector's), from recompute_old's forward or the first optimizer step's, and for the rows neither
+        holds, a forward of their own (entropies_before_update).
         """
         model, schedule = self.policy.model, self.cfg.schedule
         rows = batch.in_loss.nonzero().flatten()  # samples left out of the loss cost no compute
         inputs = self.training_inputs(batch, rows)
+        if entropies is not None:
+            entropies.locate(rows)
         passes = [
             torch.randperm(len(rows), generator=self.shuffle_rng).tensor_split(schedule.minibatches)
             for _ in range(schedule.updates_per_batch)
@@ -576,20 +629,22 @@ class Trainer:
         model.train()
         stats: dict[str, list[float]] = {}
         if self.recompute_old_logprobs and len(rows):
-            stats[metric.SAMPLER_LOGPROB_DIFF] = [self.recompute_old(inputs, passes[0])]
+            stats[metric.SAMPLER_LOGPROB_DIFF] = [self.recompute_old(inputs, passes[0], entropies)]
+        elif entropies is not None:
+            self.entropies_before_update(inputs, passes[0][0], entropies)
         first_update, done = (step - 1) * self.updates_per_step(), 0
         for i, chunk in enumerate(chunk for chunks in passes for chunk in chunks):
             stopping.checkpoint()
             if len(chunk) == 0:
                 continue
-            for name, value in self.optimizer_step(inputs, chunk, first_update + i).items():
+            for name, value in self.optimizer_step(inputs, chunk, first_update + i, entropies).items():
                 stats.setdefault(name, []).append(value)
             done += 1
         model.eval()
         return {metric.OPTIM_STEPS: float(done), **{name: float(np.mean(values)) for name, values in stats.items()}}
 
     @torch.no_grad()
-    def recompute_old(self, inputs, chunks) -> float:
+    def recompute_old(self, inputs, chunks, entropies: UpdateEntropies | None = None) -> float:
         """Replace the sampler's log-probabilities by the trainer's own, before any update; return their gap.
 
         The chunks are those of the first pass, so its first minibatch sees exactly the
@@ -601,10 +656,23 @@ class Trainer:
         recomputed = sampler.clone()
         for chunk in chunks:
             if len(chunk):
-                recomputed[chunk.to(sampler.device)] = self.token_logprobs(self.policy.model, inputs, chunk)[0]
+                recomputed[chunk.to(sampler.device)] = self.token_logprobs(
+                    self.policy.model, inputs, chunk, record=entropies
+                )[0]
         mask = inputs["mask"]
         inputs["old_logprobs"] = recomputed * mask
         return float(((recomputed - sampler).abs() * mask).sum() / mask.sum().clamp(min=1))
+
+    @torch.no_grad()
+    def entropies_before_update(self, inputs, first_chunk: torch.Tensor, entropies: UpdateEntropies) -> None:
+        """Record the wanted rows that the first minibatch does not hold, from a forward over them alone, now: the
+        first optimizer step records its own rows under the same policy, and later ones would see a newer one.
+
+        With recompute_old (a forward over every row before any step) or one minibatch, no forward runs here.
+        """
+        later = sorted(set(entropies.wanted) - set(first_chunk.tolist()))
+        if later:
+            self.token_logprobs(self.policy.model, inputs, torch.tensor(later), record=entropies)
 
     def training_inputs(self, batch: RolloutBatch, rows: torch.Tensor) -> dict[str, torch.Tensor]:
         """Prompt (left-padded) + completion (right-padded) token matrices for the rows in the loss."""
@@ -649,14 +717,15 @@ class Trainer:
             "mask": mask,
         }
 
-    def token_logprobs(self, model, inputs, chunk=None, with_entropy=False):
-        """log pi(o_t) of the completion tokens (B, T), at the sampling temperature; and the entropy (B, T).
+    def token_logprobs(self, model, inputs, chunk=None, with_entropy=False, record: UpdateEntropies | None = None):
+        """log pi(o_t) of the completion tokens (B, T), at the sampling temperature; and the entropy (B, T) if asked.
 
         Two forwards: the chunk's distinct prompts (P rows), then its completions (B rows) attending to their
         prompt's keys and values, gathered from the first's cache (the gradient flows back through them). Causal
         attention makes a prompt's states the same in every row that continues it, so this is the one-forward
         result over (B, L+T) without computing the prompt B/P times; the last completion token predicts
-        nothing the loss reads, so it is not fed.
+        nothing the loss reads, so it is not fed. `record` (the update's) takes, without gradient, the entropies
+        of the rows it wants from the same log-probabilities.
         """
         pick = (lambda x: x) if chunk is None else (lambda x: x[chunk])
         completion, attention, positions = pick(inputs["completion"]), inputs["attention_mask"], inputs["position_ids"]
@@ -685,17 +754,21 @@ class Trainer:
         logits = logits[:, :length]  # (B, T, V) when T is 0 too: rows with no completion token have nothing to score
         logp_all = torch.log_softmax(logits.float() / self.cfg.rollout.temperature, dim=-1)
         logprobs = logp_all.gather(-1, completion[..., None])[..., 0]  # (B, T)
-        entropy = None
-        if with_entropy:
-            entropy = -(logp_all.exp() * logp_all).sum(-1)  # (B, T)
+        entropy = token_entropy(logp_all) if with_entropy else None  # (B, T)
+        if record is not None:
+            record.take(chunk, logp_all, entropy)
         return logprobs, entropy
 
-    def optimizer_step(self, inputs, chunk: torch.Tensor, update: int) -> dict[str, float]:
+    def optimizer_step(
+        self, inputs, chunk: torch.Tensor, update: int, entropies: UpdateEntropies | None = None
+    ) -> dict[str, float]:
         """One optimizer step on the rows `chunk`, at the learning rate the schedule gives optimizer step `update`."""
         cfg = self.cfg.objective
         mask = inputs["mask"][chunk]
         wants_entropy_grad = cfg.entropy_coef > 0
-        logprobs, entropy = self.token_logprobs(self.policy.model, inputs, chunk, with_entropy=wants_entropy_grad)
+        logprobs, entropy = self.token_logprobs(
+            self.policy.model, inputs, chunk, with_entropy=wants_entropy_grad, record=entropies
+        )
         aggregate = aggregator(cfg.aggregation, mask, self.cfg.rollout.max_new_tokens)
         old = inputs["old_logprobs"][chunk]
         loss_inputs = LossInputs(
@@ -814,18 +887,24 @@ class Trainer:
             metric.ADVANTAGE_LEFT_OUT: float((~batch.in_loss).sum()),
         }
 
-    def pick_samples(self, trained: RolloutBatch, generated: RolloutBatch, with_entropy: bool = False) -> list[dict]:
+    def pick_samples(self, trained: RolloutBatch, generated: RolloutBatch) -> list[dict]:
         """A bounded sample of this step's completions, whole groups, each sample with what every stage did to it.
 
         Whole groups, so the inspector shows a prompt's completions side by side: trained groups first, and up to
         a quarter of the budget for groups the filter dropped. A group larger than the budget is cut short.
-        `with_entropy`: also each token's entropy under the learner's policy as it is now (called before the
-        update, that is the policy that sampled them, unless the asynchronous trainer sampled with an older one).
         """
+        return self.describe_samples(trained, generated, *self.sample_rows(trained, generated))
+
+    def sample_rows(self, trained: RolloutBatch, generated: RolloutBatch) -> tuple[list[int], list[int]]:
+        """The rows pick_samples stores: of `trained`, and of the groups `generated` holds that the filter dropped."""
         budget = self.cfg.schedule.samples_per_step
         dropped = [g for g in range(generated.num_groups) if self.was_dropped(generated, g)]
         dropped_rows = whole_groups(generated, dropped, budget // 4 if trained.num_samples else budget)
-        trained_rows = whole_groups(trained, range(trained.num_groups), budget - len(dropped_rows))
+        return whole_groups(trained, range(trained.num_groups), budget - len(dropped_rows)), dropped_rows
+
+    def describe_samples(
+        self, trained: RolloutBatch, generated: RolloutBatch, trained_rows: list[int], dropped_rows: list[int]
+    ) -> list[dict]:
         advantages = trained.sample_advantages() if trained.advantages is not None else None
         # groups numbered in the order shown: the trained ones, then the dropped ones
         number = {g: i for i, g in enumerate(dict.fromkeys(trained.group_index[trained_rows].tolist()))}
@@ -835,11 +914,28 @@ class Trainer:
         described += [
             self.describe_sample(generated, r, None, number[int(generated.group_index[r])]) for r in dropped_rows
         ]
-        if with_entropy:
-            entropies = self.sample_entropies(trained, trained_rows) + self.sample_entropies(generated, dropped_rows)
-            for sample, entropy in zip(described, entropies):
-                sample["entropies"] = entropy
         return described
+
+    def inspect_samples(self, trained: RolloutBatch, generated: RolloutBatch) -> tuple[list[dict], UpdateEntropies]:
+        """pick_samples' samples, before the update, with each token's entropy under the learner's policy, taken
+        so that no forward runs for the rows that the update runs one over anyway.
+
+        Those rows (in the loss, no token masked out of their attention) get their entropies from the update's own
+        forwards: the UpdateEntropies returned, passed to Trainer.update, fills them in. The others (dropped
+        groups; rows out of the loss or with tokens masked) get theirs now, from a forward of their own. Either
+        way, under the policy before the update: the one that sampled them, unless the asynchronous trainer
+        sampled with an older one.
+        """
+        trained_rows, dropped_rows = self.sample_rows(trained, generated)
+        described = self.describe_samples(trained, generated, trained_rows, dropped_rows)
+        samples = dict(zip(trained_rows, described))
+        in_update = {r: s for r, s in samples.items() if trained.token_mask is None and bool(trained.in_loss[r])}
+        own = [r for r in trained_rows if r not in in_update]
+        for sample, entropies in zip([samples[r] for r in own], self.sample_entropies(trained, own)):
+            sample["entropies"] = entropies
+        for sample, entropies in zip(described[len(trained_rows) :], self.sample_entropies(generated, dropped_rows)):
+            sample["entropies"] = entropies
+        return described, UpdateEntropies(in_update)
 
     def group_outcomes(self, generated: RolloutBatch) -> list[dict]:
         """Every group sampled this step, kept or dropped: its prompt, how many of its samples were correct, the
@@ -876,7 +972,7 @@ class Trainer:
         mask = batch.mask[index.to(batch.mask.device)].to(self.device)
         _, entropy = self.token_logprobs(self.policy.model, self.model_inputs(batch, index, mask), with_entropy=True)
         lengths = mask.sum(-1).long().tolist()
-        return [[round(v, SAMPLE_DIGITS) for v in entropy[i, :n].tolist()] for i, n in enumerate(lengths)]
+        return [rounded(entropy[i, :n]) for i, n in enumerate(lengths)]
 
     def describe_sample(self, batch: RolloutBatch, row: int, advantages: torch.Tensor | None, group: int) -> dict:
         """One sample for the inspector; `advantages` (N,) per sample, None for groups never trained on.
@@ -900,7 +996,7 @@ class Trainer:
             "truncated": bool(batch.truncated[row]),
             "stages": dict(batch.notes[row]),
             "tokens": [self.policy.tokenizer.decode([i]) for i in ids],
-            "logprobs": [round(v, SAMPLE_DIGITS) for v in batch.logprobs[row, :length].tolist()],
+            "logprobs": rounded(batch.logprobs[row, :length]),
         }
 
     def system_metrics(self) -> dict[str, float]:

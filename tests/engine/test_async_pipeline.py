@@ -38,10 +38,10 @@ class RecordingTrainer(Trainer):
         super().__init__(*args, **kwargs)
         self.trained_staleness: list[list[int]] = []
 
-    def update(self, batch: RolloutBatch, step: int = 1) -> dict[str, float]:
+    def update(self, batch: RolloutBatch, step: int = 1, entropies=None) -> dict[str, float]:
         learner_version = step - 1
         self.trained_staleness.append((learner_version - batch.versions[batch.in_loss]).tolist())
-        return super().update(batch, step)
+        return super().update(batch, step, entropies)
 
 
 def run(cfg) -> tuple[list[dict[str, float]], RecordingTrainer]:

@@ -83,9 +83,9 @@ def test_a_dots_run_trains_on_fresh_plus_replayed_groups():
     seen = []
     original = trainer.update
 
-    def update(batch, step=1):
+    def update(batch, step=1, entropies=None):
         seen.append((batch.num_groups, step))
-        return original(batch, step)
+        return original(batch, step, entropies)
 
     trainer.update = update
     trainer.run()

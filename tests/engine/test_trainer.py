@@ -183,6 +183,37 @@ def test_samples_carry_what_each_stage_did():
     assert set(sample["stages"]) == {"generate", "filter", "replay", "advantage"}
 
 
+# the update's forwards give the stored rows' entropies: the first optimizer step's, and for the rows of the second
+# minibatch a forward of their own before it; recompute_old's; none (d3s masks tokens: a forward of their own)
+ENTROPY_SOURCES = {
+    "minibatches": {"schedule": {"minibatches": 2, "updates_per_batch": 2}},
+    "recompute": {"objective": {"old_logprobs": "recompute"}, "schedule": {"minibatches": 2}},
+    "token-mask": {"method": "d3s", "schedule": {}},
+}
+
+
+@pytest.mark.parametrize("source", ENTROPY_SOURCES)
+def test_stored_entropies_are_the_policys_before_the_update_whichever_forward_gave_them(source):
+    sections = ENTROPY_SOURCES[source]
+    schedule = {**sections["schedule"], "steps": 2, "samples_per_step": 8}
+    cfg = small_config(**{**sections, "schedule": schedule})
+    trainer = Trainer(cfg, MemoryReporter())
+    inspect, from_update = trainer.inspect_samples, []
+
+    def inspect_and_recompute(trained, generated):
+        described, entropies = inspect(trained, generated)
+        rows = list(entropies.samples)  # to be filled in by the update's forwards; computed here alone, before it
+        from_update.extend(zip([entropies.samples[r] for r in rows], trainer.sample_entropies(trained, rows)))
+        return described, entropies
+
+    trainer.inspect_samples = inspect_and_recompute
+    assert trainer.run() == "succeeded"
+    assert all(len(s["entropies"]) == s["length"] for s in trainer.reporter.sample_rows)
+    assert bool(from_update) == (source != "token-mask")
+    for sample, alone in from_update:
+        assert sample["entropies"] == pytest.approx(alone, abs=2e-4)  # rounded to 4 decimals either way
+
+
 def test_the_environment_record_is_written_before_the_first_step(tmp_path):
     reporter = MemoryReporter()
     Trainer(small_config(schedule={"steps": 1}), reporter, artifacts_dir=tmp_path).run()
