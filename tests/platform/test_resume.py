@@ -99,6 +99,18 @@ POINTS = ("SELECT k.name, p.step, count(*) FROM metrics_metricpoint p JOIN metri
 PER_STEP = "SELECT step, count(*) FROM {table} WHERE run_id = {{run}} GROUP BY step ORDER BY step"
 
 
+def verified(stack, run_id: int, rerun: int) -> dict:
+    """The run's audit once its verification rerun has ended and the verification holds its result (completed
+    when the rerun's execution is over, a moment after its final state)."""
+    wait_until(lambda: state_and_step(stack, rerun)[0] in FINAL, 300, interval=0.5, what="the verification rerun")
+
+    def audit_with_result():
+        audit = stack.api(stack.token, "GET", f"/api/runs/{run_id}/audit")[1]
+        return audit if audit["verifications"][0]["result"] is not None else None
+
+    return wait_until(audit_with_result, 60, interval=0.5, what="the verification's result")
+
+
 def test_a_run_whose_worker_is_killed_at_step_60_resumes_on_a_new_worker_and_ends_as_if_undisturbed(stack):
     status, body = stack.api(stack.token, "POST", "/api/runs", {"config": RUN, "name": "survives"})
     assert status == 201, body
@@ -133,8 +145,7 @@ def test_a_run_whose_worker_is_killed_at_step_60_resumes_on_a_new_worker_and_end
     status, verification = stack.api(stack.token, "POST", f"/api/runs/{run_id}/verify")
     assert status == 201, verification
     rerun = verification["rerun"]
-    wait_until(lambda: state_and_step(stack, rerun)[0] in FINAL, 300, interval=0.5, what="the verification rerun")
-    status, audit = stack.api(stack.token, "GET", f"/api/runs/{run_id}/audit")
+    audit = verified(stack, run_id, rerun)
     result = audit["verifications"][0]["result"]
     assert result["identical"] and result["compared"] > 10 * STEPS, result
     print(f"killed at step {killed_at}, resumed after step {resumed}; Verify: {audit['verifications'][0]['verdict']}")
@@ -170,7 +181,6 @@ def test_a_cancelled_run_resumed_by_its_user_goes_on_from_its_checkpoint_and_end
     status, verification = stack.api(stack.token, "POST", f"/api/runs/{run_id}/verify")
     assert status == 201, verification
     rerun = verification["rerun"]
-    wait_until(lambda: state_and_step(stack, rerun)[0] in FINAL, 300, interval=0.5, what="the verification rerun")
-    result = stack.api(stack.token, "GET", f"/api/runs/{run_id}/audit")[1]["verifications"][0]["result"]
+    result = verified(stack, run_id, rerun)["verifications"][0]["result"]
     assert result["identical"], result
     assert {(n, s) for n, s, _ in stored(stack, run_id, POINTS)} == {(n, s) for n, s, _ in stored(stack, rerun, POINTS)}
