@@ -102,6 +102,18 @@ def test_a_run_whose_worker_stops_heartbeating_is_requeued_and_sent_again_until_
     assert lifecycle.mark_lost_runs() == []  # lost stays lost
 
 
+def test_a_run_whose_attempts_used_its_wall_time_is_lost_not_requeued(run, settings):
+    settings.RUN_MAX_ATTEMPTS = 3
+    config = {**run.config, "resources": {**run.config["resources"], "wall_time_s": 600}}
+    Run.objects.filter(id=run.id).update(config=config)
+    claimed(run)
+    RunAttempt.objects.filter(run=run).update(started_at=timezone.now() - timedelta(minutes=11))  # hard-killed
+    stop_heartbeating(run)
+    assert lifecycle.mark_lost_runs() == [run.id]
+    run.refresh_from_db()
+    assert run.state == State.LOST and "its attempts have used its wall time of 600 s" in run.detail
+
+
 def test_a_run_that_beats_again_before_the_monitor_takes_it_is_left_running(run):
     claimed(run)
     stop_heartbeating(run)

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from rolloutlab.metrics.realtime import notify
 from rolloutlab.runs.dispatch import submit
+from rolloutlab.runs.limits import wall_time_s
 from rolloutlab.runs.models import FINAL_STATES, TRANSITIONS, Kind, Outcome, Run, RunAttempt, State, Transition
 
 log = logging.getLogger(__name__)
@@ -120,7 +121,11 @@ def lost_worker(run_id: int, deadline, cause: str) -> str | None:
         if run.state != State.RUNNING or run.heartbeat_at is None or run.heartbeat_at >= deadline:
             return None
         worker = f"{cause} ({run.worker_host or 'unknown host'})"
-        if run.requeues + 1 < settings.RUN_MAX_ATTEMPTS:
+        spent, allowed = seconds_trained(run), wall_time_s(run.config)
+        if spent >= allowed:  # e.g. the hard time limit killed a worker that ignored the soft one: no more time
+            to_state = State.LOST
+            move(run, to_state, f"{worker}; its attempts have used its wall time of {allowed:,} s", {})
+        elif run.requeues + 1 < settings.RUN_MAX_ATTEMPTS:
             to_state = State.QUEUED
             move(run, to_state, f"{worker}; re-queued for attempt {run.attempt + 1}", {"requeues": run.requeues + 1})
             transaction.on_commit(lambda: send_again(run_id))
@@ -129,6 +134,13 @@ def lost_worker(run_id: int, deadline, cause: str) -> str | None:
             move(run, to_state, f"{worker}; {run.requeues + 1} attempts in a row lost their worker", {})
     notify(run_id, {"kind": "state", "state": to_state, "detail": run.detail, "step": run.step})
     return to_state
+
+
+def seconds_trained(run: Run) -> float:
+    """The seconds the run's attempts since its launch or last resume have held a worker, the running one included:
+    a re-queue gives the run another worker, never more wall time (resources.wall_time_s bounds them together)."""
+    now, recent = timezone.now(), run.attempts.order_by("-number")[: run.requeues + 1]
+    return sum(((attempt.ended_at or now) - attempt.started_at).total_seconds() for attempt in recent)
 
 
 def send_again(run_id: int) -> None:
