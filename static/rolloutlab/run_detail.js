@@ -115,6 +115,26 @@
     for (const p of fresh) if (p[1] !== null) chart.lastValue = p[1];
   }
 
+  // A new attempt of the run goes on from its checkpoint at `step` (a lost worker's run, or a user's resume):
+  // the points drawn after it are gone from the server, and the steps after it come again.
+  function rewind(step) {
+    for (const [key, points] of pending) pending.set(key, points.filter(([s]) => s <= step));
+    for (const chart of charts.values()) {
+      if (chart.lastStep <= step) continue;
+      const kept = chart.div.data.map((trace) => {
+        const keep = Array.from(trace.x).filter((x) => x <= step).length; // steps ascend in every trace
+        return { x: Array.from(trace.x).slice(0, keep), y: Array.from(trace.y).slice(0, keep), text: trace.text ? Array.from(trace.text).slice(0, keep) : [] };
+      });
+      Plotly.restyle(chart.div, { x: kept.map((t) => t.x), y: kept.map((t) => t.y), text: kept.map((t) => t.text) });
+      const line = kept[0].x;
+      chart.lastStep = line.length ? line[line.length - 1] : -1;
+      chart.nonfinite = kept[chart.markerTrace].x.length;
+      chart.div.dataset.nonfinite = String(chart.nonfinite);
+    }
+    root.dataset.rewoundTo = String(step);
+    setProgress(Math.max(step, 0), Number(root.dataset.trainSeconds));
+  }
+
   function resumePoint() {
     const resume = {};
     for (const [key, chart] of charts) resume[key] = chart.lastStep;
@@ -167,12 +187,16 @@
           addPoints(key, points);
         }
       } else if (event.kind === "state") {
+        // drawn past what the server holds: a new attempt rewound the run while this page was away
+        if (event.step !== undefined && Math.max(-1, ...[...charts.values()].map((c) => c.lastStep)) > event.step) rewind(event.step);
         setState(event.state, event.detail);
         if (event.step !== undefined) setProgress(event.step, Number(root.dataset.trainSeconds));
         if (FINAL.includes(event.state)) loadSamples(null);
       } else if (event.kind === "progress") {
         root.dataset.trainSeconds = String(event.train_seconds);
         setProgress(event.step, event.train_seconds);
+      } else if (event.kind === "rewind") {
+        rewind(event.step);
       } else if (event.kind === "log") {
         appendLog(event.lines);
       } else if (event.kind === "unavailable") {

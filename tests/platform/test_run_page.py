@@ -4,6 +4,7 @@ charts each user last chose in the project; a failed run's cause and log before 
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 from django.test import Client
@@ -11,6 +12,7 @@ from django.test import Client
 from rolloutlab.accounts.models import Membership, Role
 from rolloutlab.metrics.ingest import write_points
 from rolloutlab.metrics.models import ChartChoice, GroupOutcome
+from rolloutlab.metrics.realtime import notify
 from rolloutlab.metrics.rollouts import rollout_views
 from rolloutlab.runs.inspector import inspect_step
 from rolloutlab.runs.models import Run, Sample
@@ -190,6 +192,30 @@ def test_the_inspector_groups_filters_and_colours_tokens_in_the_browser(page, al
     page.wait_for_function("document.getElementById('run').dataset.chartsSaved?.includes('policy/entropy')")
     assert "policy/entropy" in ChartChoice.objects.get(user=alice, project=run.project).keys
     assert page.locator(".chart[data-key='policy/entropy']").count() == 1
+
+
+def announce(run_id: int, event: dict) -> None:
+    """notify() from a thread of its own: Playwright's event loop runs in this one, and the channel layer's
+    synchronous send may not run inside an event loop."""
+    sender = threading.Thread(target=notify, args=(run_id, event))
+    sender.start()
+    sender.join()
+
+
+def test_an_open_run_page_draws_again_the_steps_after_the_checkpoint_a_new_attempt_resumes_from(page, alice, stack):
+    run = make_run(alice, state="running", step=20, total_steps=40)
+    write_points(run.id, [("reward/mean", s, s / 100, 0.0) for s in range(21)])
+    log_in(page, "alice", "alice-password")
+    page.goto(f"/runs/{run.id}/")
+    line = "document.querySelector(\".chart[data-key='reward/mean']\")?.data?.[0]?.x"
+    page.wait_for_function(
+        f"Array.from({line} || []).length === 21 && document.getElementById('run').dataset.socketOpens"
+    )
+    announce(run.id, {"kind": "rewind", "step": 10})  # as rolloutlab.runs.resume does once the later points are gone
+    page.wait_for_function(f"Array.from({line}).length === 11")
+    announce(run.id, {"kind": "points", "points": {"reward/mean": [[11, 0.5]]}})  # step 11 comes again, drawn again
+    page.wait_for_function(f"Array.from({line}).at(-1) === 11")
+    assert page.evaluate(f"Array.from({line})") == list(range(12))
 
 
 # ------------------------------------------------------------------ rollout views

@@ -21,6 +21,7 @@ from django.db import connection, transaction
 
 from rolloutlab.metrics.ingest import bucket_rows, upsert_buckets
 from rolloutlab.metrics.models import BUCKET_STEPS, GroupOutcome, MetricBucket, MetricKey, MetricPoint
+from rolloutlab.metrics.realtime import notify
 from rolloutlab.runs.models import Run, RunAttempt, Sample
 from workers import metrics as metric
 from workers.checkpoint import DIRECTORY, ResumePoint, latest_checkpoint
@@ -38,6 +39,8 @@ def prepare(run_id: int, attempt: int, artifacts_dir: Path) -> tuple[ResumePoint
     else:
         point, note = resume_point(run_id, attempt, artifacts_dir)
     forget_after(run_id, point.step if point else EVERYTHING)
+    # an open run page drops what it drew after that step: the steps after it are drawn again as they come
+    notify(run_id, {"kind": "rewind", "step": point.step if point else EVERYTHING})
     RunAttempt.objects.filter(run_id=run_id, number=attempt).update(resumed_from_step=point.step if point else None)
     return point, note
 
