@@ -23,6 +23,7 @@ import io
 import os
 import pickle
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,6 +82,12 @@ def write_checkpoint(artifacts_dir: Path, step: int, state: dict) -> ResumePoint
         if older != path:
             older.unlink(missing_ok=True)
     return ResumePoint(step, path)
+
+
+def discard(artifacts_dir: Path) -> None:
+    """Remove a run's resume checkpoints (once it has finished: weights and optimizer state of a big model are
+    tens of gigabytes)."""
+    shutil.rmtree(Path(artifacts_dir) / DIRECTORY, ignore_errors=True)
 
 
 def read_checkpoint(point: ResumePoint, device: torch.device) -> dict:

@@ -54,7 +54,7 @@ def stack(tmp_path_factory):
         env = {"HEARTBEAT_INTERVAL_S": "1", "HEARTBEAT_TIMEOUT_S": "8", "STORAGE_ROOT": str(storage)}
         stack = Stack(database_url=pg.url, redis_url=redis.url, name="resume-", env=env)
         stack.start()
-        stack.pg, stack.token = pg, made.stdout.strip().splitlines()[-1]
+        stack.pg, stack.token, stack.storage = pg, made.stdout.strip().splitlines()[-1], storage
         try:
             yield stack
         finally:
@@ -126,6 +126,8 @@ def test_a_run_whose_worker_is_killed_at_step_60_resumes_on_a_new_worker_and_end
 
     ended = wait_until(lambda: state_and_step(stack, run_id)[0] in FINAL, 300, interval=0.5, what="the run to end")
     assert ended and state_and_step(stack, run_id) == ("succeeded", STEPS)
+    checkpoints = stack.storage / "runs" / str(run_id) / "resume"  # a finished run is never resumed: no disk kept
+    wait_until(lambda: not checkpoints.exists(), 10, what="the finished run's checkpoint to be removed")
     status, run = stack.api(stack.token, "GET", f"/api/runs/{run_id}")
     first, second = run["attempts"]
     assert first["outcome"] == "lost" and "no heartbeat from its worker" in first["reason"]

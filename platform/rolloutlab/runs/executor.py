@@ -29,7 +29,7 @@ from rolloutlab.runs.limits import time_limit_message
 from rolloutlab.runs.models import Run, State
 from rolloutlab.runs.reporter import Heartbeat, Lease, PlatformReporter
 from workers import stopping
-from workers.checkpoint import ResumePoint
+from workers.checkpoint import ResumePoint, discard
 from workers.config import RunConfig
 from workers.distributed import run_on_ray
 from workers.stopping import Cancelled
@@ -82,6 +82,8 @@ def execute(run_id: int, wall_time_s: int | None = None, token: str | None = Non
         return "fenced"
     lifecycle.run_ended.send(sender=Run, run_id=run_id)  # e.g. the audit completes a verification rerun
     final = Run.objects.filter(id=run_id).values_list("state", flat=True).first()
+    if final == State.SUCCEEDED:  # a finished run is never resumed: its checkpoint would only take disk
+        discard(artifacts)
     return final or "deleted"  # a run deleted while it ran (an admin's cleanup) has no state left
 
 
