@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from pydantic import BaseModel
 
 from tests.configs import small_config
 from workers import checkpoint
+from workers.config import method_names
 from workers.errors import ConfigError
 from workers.reporting import MemoryReporter, is_deterministic_metric
 from workers.trainer import Trainer
@@ -18,6 +20,7 @@ STEPS, EVERY, STOP = 9, 3, 7  # checkpoints after steps 3 and 6; stopped after s
 # one preset per kind of state a step carries to the next: none beyond the shared ones (grpo), a replay buffer
 # (rorecomp), partial rollouts (april), a control stage's estimates (xrpo, dars, mopps), a learned predictor (arrol)
 METHODS = ["grpo", "rorecomp", "april", "xrpo", "dars", "mopps", "arrol"]
+METHODS_ALL = method_names()
 
 
 def config(method: str, **schedule):
@@ -83,3 +86,16 @@ def test_a_half_written_checkpoint_is_never_taken_for_one(tmp_path):
 def test_an_asynchronous_run_writes_none(tmp_path):
     Trainer(config("grpo", max_staleness=1), MemoryReporter(), artifacts_dir=tmp_path).run()
     assert checkpoint.latest_checkpoint(tmp_path) is None
+
+
+@pytest.mark.parametrize("method", METHODS_ALL)
+def test_every_presets_components_are_saved_and_loaded_holding_the_resumed_configs_own_objects(method):
+    from workers.config import load_config
+    from workers.pipeline.stages import build_stages
+
+    cfg, again = load_config(overrides=[f"method={method}"]), load_config(overrides=[f"method={method}"])
+    stages = checkpoint.thaw_components(checkpoint.freeze_components(build_stages(cfg), cfg), again)
+    configs = {id(obj) for obj in checkpoint.config_objects(again).values()}
+    for component in vars(stages).values():  # a config object a component keeps is the resumed config's own
+        kept = [v for v in vars(component).values() if isinstance(v, BaseModel)]
+        assert all(id(v) in configs for v in kept), (method, component)
