@@ -161,4 +161,4 @@ def test_an_april_run_trains_on_whole_groups_and_counts_only_decoded_tokens():
     trained = sum(r["completions/mean_length"] * 16 for r in rows)
     pooled = sum(len(row.tokens) for g in trainer.stages.generate.pool for row in g.rows)
     assert trained + pooled == pytest.approx(decoded)
-    assert trainer.examples_drawn == 4 + 4 * 3  # 8 groups in flight at the first step, 4 new per step after
+    assert trainer.data_stream.examples == 4 + 4 * 3  # 8 groups in flight at the first step, 4 new per step after

@@ -171,7 +171,8 @@ def test_a_killed_driver_sends_the_run_back_to_the_queue_and_leaves_nothing_of_i
     (for a new attempt to resume); its learner and actors are owned by the dead driver, so Ray removes them and
     frees the cluster."""
     run_id = launch_long_ray_run(on_ray, alice, "driver to kill")
-    assert cpus_in_use(ray_cluster) == 3.0  # the learner's 2 and the actors' 0.5 each
+    # the learner's 2 and the actors' 0.5 each; `ray status` shows what the nodes last reported, a moment late
+    wait_until(lambda: cpus_in_use(ray_cluster) == 3.0, 60, interval=2, what="the run's CPUs to show as in use")
     on_ray.kill_worker()
     killed = time.time()
     wait_until(lambda: Run.objects.get(id=run_id).state == "queued", 60, interval=0.5, what="re-queued within 60 s")
