@@ -122,7 +122,11 @@
       type: "parcoords", dimensions: dims,
       line: { color: metric, colorscale: "Viridis", showscale: true, colorbar: { title: { text: dims[dims.length - 1].label } } },
     }], { margin: { l: 70, r: 70, t: 50, b: 20 } }, { displaylogo: false, responsive: true });
-    document.getElementById("parallel-unscored").textContent = data.parallel.unscored ? `${data.parallel.unscored} run(s) without the metric yet are left out.` : "";
+    const notes = [];
+    if (data.parallel.unscored) notes.push(`${data.parallel.unscored} run(s) without the metric yet are left out.`);
+    const hidden = data.parallel.hidden_knobs || [];
+    if (hidden.length) notes.push(`${hidden.length} more knob(s) differ and are not drawn (the axes keep the knobs with the most values): ${hidden.join(", ")}.`);
+    document.getElementById("parallel-unscored").textContent = notes.join(" ");
   }
 
   // the group-by choices are the knobs that differ among the runs, as the server computed them

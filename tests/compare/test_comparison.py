@@ -202,6 +202,19 @@ def test_parallel_coordinates_have_a_line_per_scored_run_over_the_varying_knobs_
     assert "seed" not in axes  # every run is seed 0 here; and a seed is never an axis of the sweep
 
 
+def test_parallel_coordinates_keep_the_most_varied_knobs_when_too_many_differ(project, monkeypatch):
+    from rolloutlab.compare import service
+
+    monkeypatch.setattr(service, "MAX_KNOB_AXES", 2)
+    cells = [("grpo", 1e-4), ("grpo", 3e-4), ("mc-grpo", 1e-3)]  # lr: 3 values; method and its knobs: 2 each
+    runs = [make_run(project, m, 0, lambda t: 0.1, 1, steps=2, optimizer={"lr": lr}) for m, lr in cells]
+    parallel = build_comparison(View(runs=[r.id for r in runs], metrics=["reward/mean"]), project.owner)["parallel"]
+    labels = [d["label"] for d in parallel["dimensions"]]
+    assert len(labels) == 3 and "optimizer.lr" in labels and labels[-1] == "reward/mean"
+    assert parallel["hidden_knobs"] and not set(parallel["hidden_knobs"]) & set(labels)
+    assert "method" in labels + parallel["hidden_knobs"]
+
+
 def test_runs_that_differ_only_by_seed_have_no_parallel_coordinates(project):
     runs = [make_run(project, "grpo", s, lambda t: 0.1, 1, steps=2) for s in (0, 1)]
     assert build_comparison(View(runs=[r.id for r in runs]), project.owner)["parallel"] is None

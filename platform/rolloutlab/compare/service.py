@@ -266,9 +266,23 @@ def parallel_coordinates(view: View, runs: list[Run], knobs: list[str]) -> dict 
     if not knobs or not scored:
         return None
     configs = [leaves(run.config) for run in scored]
-    dimensions = [knob_axis(knob, [config.get(knob, MISSING) for config in configs]) for knob in knobs]
+    values = {knob: [config.get(knob, MISSING) for config in configs] for knob in knobs}
+    shown = axes_to_show(values)
+    dimensions = [knob_axis(knob, values[knob]) for knob in knobs if knob in shown]
     dimensions.append({"label": view.table_metric, "values": [float(run.summary[view.table_metric]) for run in scored]})
-    return {"dimensions": dimensions, "runs": [run.id for run in scored], "unscored": len(runs) - len(scored)}
+    return {"dimensions": dimensions, "runs": [run.id for run in scored], "unscored": len(runs) - len(scored),
+            "hidden_knobs": [knob for knob in knobs if knob not in shown]}  # fmt: skip
+
+
+# beyond this many knob axes a parallel-coordinates chart is unreadable (a comparison of methods may differ in 30)
+MAX_KNOB_AXES = 12
+
+
+def axes_to_show(values: dict[str, list]) -> set[str]:
+    """The knobs drawn as axes: all, up to MAX_KNOB_AXES; past that those with the most distinct values among
+    the runs (the swept ones, over those a preset switches between two values), ties by name."""
+    distinct = {knob: len({repr(v) for v in vs}) for knob, vs in values.items()}
+    return set(sorted(values, key=lambda knob: (-distinct[knob], knob))[:MAX_KNOB_AXES])
 
 
 def _finite(value) -> bool:
