@@ -201,6 +201,8 @@ class Trainer:
             weight_decay=cfg.optimizer.weight_decay,
         )
         self.recompute_old_logprobs = recomputes_old_logprobs(cfg)
+        parameters = sum(p.numel() for p in self.policy.model.parameters())  # counted once, not every step
+        self.checkpoint_every = checkpoint.checkpoint_interval(cfg.schedule.checkpoint_every, parameters)
         self.history = PromptHistory()
         self.needs = declared_needs(cfg)  # what the chosen components read that is computed only when asked
         self.reference = self.frozen_copy() if cfg.objective.kl_coef > 0 or "ref_logprobs" in self.needs else None
@@ -1011,9 +1013,7 @@ class Trainer:
         unset), never for the asynchronous trainer (its rollout thread is steps ahead) or without a directory."""
         if self.artifacts_dir is None or self.cfg.schedule.max_staleness is not None:
             return False
-        parameters = sum(p.numel() for p in self.policy.model.parameters())
-        every = checkpoint.checkpoint_interval(self.cfg.schedule.checkpoint_every, parameters)
-        return every > 0 and step % every == 0
+        return self.checkpoint_every > 0 and step % self.checkpoint_every == 0
 
     def write_resume_checkpoint(self, step: int) -> None:
         """Everything the steps after `step` read, saved, once everything reported up to it is stored: a run

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
 from contextlib import contextmanager
 
 import pytest
@@ -128,3 +129,14 @@ def open_section(page, knob: str) -> None:
 def fill_knob(page, knob: str, value: str) -> None:
     open_section(page, knob)
     page.fill(f"[name='{knob}']", value)
+
+
+@pytest.fixture
+def probe_queue():
+    """A queue of the test Redis that no worker serves, emptied afterwards."""
+    from rolloutlab.celery import app
+
+    name = f"probe-{uuid.uuid4().hex[:8]}"
+    yield name
+    with app.connection_for_write() as connection:
+        connection.default_channel.client.delete(name)

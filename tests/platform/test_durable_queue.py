@@ -12,7 +12,6 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 
 import pytest
 from django.utils import timezone
@@ -25,15 +24,6 @@ from tests.platform.conftest import SMALL_RUN
 from tests.platform.live import ROOT, Stack, wait_until
 from tests.platform.test_outages import query
 from tests.platform.throwaway import Postgres, Redis
-
-
-@pytest.fixture
-def probe_queue():
-    """A queue of the test Redis that no worker serves, emptied afterwards."""
-    name = f"probe-{uuid.uuid4().hex[:8]}"
-    yield name
-    with app.connection_for_write() as connection:
-        connection.default_channel.client.delete(name)
 
 
 def queued_run(alice, queue: str) -> Run:

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import math
 import threading
-import uuid
 from datetime import timedelta
 
 import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from rolloutlab.celery import app
 from rolloutlab.metrics.ingest import write_points
 from rolloutlab.metrics.models import GroupOutcome, MetricBucket, MetricPoint
 from rolloutlab.runs import lifecycle, resume
@@ -27,14 +25,6 @@ from tests.conftest import project_of, small_config
 from workers.stopping import Cancelled
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the reporter writes from its own thread
-
-
-@pytest.fixture
-def probe_queue():
-    name = f"probe-{uuid.uuid4().hex[:8]}"
-    yield name
-    with app.connection_for_write() as connection:
-        connection.default_channel.client.delete(name)
 
 
 @pytest.fixture
