@@ -3,10 +3,12 @@
 Every mode trains the long-tail testbed (examples/long-tail.yaml: `chain` with 3-6 operands, so
 completion lengths have a long tail, median 12 tokens, tail to 39) for the same steps from one set
 of warm-started weights (built once, saved to a directory, loaded by every mode), one process
-driving, alternating the modes for --reps rounds. The figure is the rollout tokens decoded over the
-wall time of the training loop (every step's generation, training and weight sync; not the model's
-loading or the actors' placement, the same for every step count), so overlap counts and nothing is
-hidden in a phase one mode has and the other does not.
+driving, alternating the modes for --reps rounds (each round's Ray modes last, under a cluster started
+for them and stopped after, so that its idle daemons take no core from the modes run in this process).
+The figure is the rollout tokens decoded over the wall time of the training loop (every step's
+generation, training and weight sync; not the model's loading or the actors' placement, the same for
+every step count), so overlap counts and nothing is hidden in a phase one mode has and the other does
+not.
 
 Each side runs in every way that suits it on this machine and is reported at its best:
   synchronous:  in this process with 1 thread and with all of torch's threads; on Ray, a learner of
@@ -15,7 +17,14 @@ Each side runs in every way that suits it on this machine and is reported at its
                 thread and the learner, 1 torch thread each, sharing the interpreter), and on Ray
                 (one rollout actor and the learner, 1 CPU each, in two processes).
 
-    python bench/async_vs_sync.py [--steps 30] [--reps 2] [--staleness 1]
+On a machine of more cores, the asynchronous modes also run with half of them on each side. With
+--device cuda (a GPU machine) every mode trains and samples on the GPU: in this process the rollout
+copy and the learner share it; on Ray the learner holds half of it and the rollout actor the other.
+
+Every mode, on both sides, forwards its training rows in --length-buckets buckets of similar length
+(schedule.length_buckets), so neither pays for the other's padding.
+
+    python bench/async_vs_sync.py [--steps 30] [--reps 2] [--staleness 1] [--device cpu|cuda] [--length-buckets 4]
 
 Last line: {"bench": "async_vs_sync", "ours": tok/s, "peer": tok/s, "unit": "rollout tokens/s", "ratio": ours/peer}
 """
@@ -32,6 +41,33 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 TESTBED = REPO / "examples" / "long-tail.yaml"
 ON_RAY = ["resources.executor=ray", "resources.rollout_actors=1", "resources.actor_cpus=1", "resources.threads=1"]
+ON_GPU = ["resources.device=cuda", "resources.gpus=1"]
+ON_RAY_GPU = ["resources.learner_gpus=0.5", "resources.actor_gpus=0.5"]
+
+
+def modes(cores: int, device: str, ahead: str) -> dict[str, list[str]]:
+    """Every way each side runs on this machine, by name: the synchronous ones start with "sync"."""
+    if device == "cuda":
+        return {
+            "sync on the GPU": ON_GPU,
+            "sync on Ray, 1 actor, GPU halves": [*ON_RAY, *ON_GPU, *ON_RAY_GPU],
+            "async on the GPU": [*ON_GPU, ahead],
+            "async on Ray, 1 actor, GPU halves": [*ON_RAY, *ON_GPU, *ON_RAY_GPU, ahead],
+        }
+    found = {
+        "sync, 1 thread": ["resources.threads=1"],
+        f"sync, {cores} threads": [f"resources.threads={cores}"],
+        "sync on Ray, 1 actor": ON_RAY,
+        "async, 1 thread each": ["resources.threads=1", ahead],
+        "async on Ray, 1 actor": [*ON_RAY, ahead],
+    }
+    if cores >= 4:  # room for more than a thread a side
+        half = cores // 2
+        found[f"async, {half} threads each"] = [f"resources.threads={half}", ahead]
+        found[f"async on Ray, 1 actor of {half} CPUs"] = [
+            *ON_RAY, f"resources.actor_cpus={half}", f"resources.threads={half}", ahead
+        ]  # fmt: skip
+    return found
 
 
 def save_warm_started(directory: Path, threads: int) -> None:
@@ -48,8 +84,12 @@ def save_warm_started(directory: Path, threads: int) -> None:
     policy.tokenizer.save_pretrained(directory)
 
 
-def tokens_per_second(overrides: list[str]) -> float:
-    """Train the testbed with these overrides; rollout tokens decoded per second of the training loop."""
+PHASES = ("timing/generate_s", "timing/train_s", "timing/sync_s", "timing/step_s")
+
+
+def tokens_per_second(overrides: list[str]) -> tuple[float, dict[str, float]]:
+    """Train the testbed with these overrides; rollout tokens decoded per second of the training loop, and the
+    mean seconds of each phase of a step (PHASES) over the steps after the first two (warm-up)."""
     from workers import metrics as metric
     from workers.config import load_config
     from workers.distributed import run_on_ray
@@ -62,8 +102,9 @@ def tokens_per_second(overrides: list[str]) -> float:
         assert run_on_ray(cfg, reporter) == "succeeded"
     else:
         assert Trainer(cfg, reporter).run() == "succeeded"
-    last = reporter.metric_rows[-1]
-    return last[metric.ROLLOUT_TOKENS] / last[metric.WALL_S]
+    rows, last = reporter.metric_rows[2:], reporter.metric_rows[-1]
+    phases = {phase: statistics.mean(row[phase] for row in rows) for phase in PHASES}
+    return last[metric.ROLLOUT_TOKENS] / last[metric.WALL_S], phases
 
 
 def main() -> None:
@@ -71,32 +112,38 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30, help="RL steps per run")
     parser.add_argument("--reps", type=int, default=2, help="rounds over every mode; medians are reported")
     parser.add_argument("--staleness", type=int, default=1, help="schedule.max_staleness of the asynchronous runs")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where every mode trains and samples")
+    parser.add_argument("--length-buckets", type=int, default=4, help="schedule.length_buckets of every mode")
     options = parser.parse_args()
     os.environ.setdefault("ROLLOUTLAB_CACHE", str(REPO / ".cache" / "rolloutlab"))
     import ray
     import torch
 
     cores = torch.get_num_threads()
-    ray.init(address="local", num_cpus=max(cores, 2), include_dashboard=False, logging_level="ERROR")
     with tempfile.TemporaryDirectory() as weights:
         save_warm_started(Path(weights), cores)
         common = [f"schedule.steps={options.steps}", f"model.name={weights}"]
-        ahead = f"schedule.max_staleness={options.staleness}"
-        modes = {
-            "sync, 1 thread": [*common, "resources.threads=1"],
-            f"sync, {cores} threads": [*common, f"resources.threads={cores}"],
-            "sync on Ray, 1 actor": [*common, *ON_RAY],
-            f"async (max_staleness {options.staleness}), 1 thread each": [*common, "resources.threads=1", ahead],
-            f"async (max_staleness {options.staleness}) on Ray, 1 actor": [*common, *ON_RAY, ahead],
-        }
-        seen: dict[str, list[float]] = {mode: [] for mode in modes}
+        common.append(f"schedule.length_buckets={options.length_buckets}")
+        ways = modes(cores, options.device, f"schedule.max_staleness={options.staleness}")
+        print(f"{cores} CPU threads, device {options.device}, max_staleness {options.staleness}, "
+              f"{options.steps} steps, {options.length_buckets} length buckets")  # fmt: skip
+        seen: dict[str, list[float]] = {mode: [] for mode in ways}
+        timings: dict[str, list[dict[str, float]]] = {mode: [] for mode in ways}
         for _ in range(options.reps):
-            for mode, overrides in modes.items():
-                seen[mode].append(tokens_per_second(overrides))
-    ray.shutdown()
+            # the Ray modes last, each round under a cluster of its own: its idle daemons take a share of the
+            # cores, which the modes in this process must not pay for
+            for mode, overrides in sorted(ways.items(), key=lambda way: ON_RAY[0] in way[1]):
+                if ON_RAY[0] in overrides and not ray.is_initialized():
+                    ray.init(address="local", num_cpus=max(cores, 2), include_dashboard=False, logging_level="ERROR")
+                rate, phases = tokens_per_second([*common, *overrides])
+                seen[mode].append(rate)
+                timings[mode].append(phases)
+            ray.shutdown()
     medians = {mode: statistics.median(values) for mode, values in seen.items()}
     for mode, values in seen.items():
         print(f"{mode}: median {medians[mode]:,.0f} rollout tokens/s ({', '.join(f'{v:,.0f}' for v in values)})")
+        phases = {p: statistics.median(t[p] for t in timings[mode]) for p in PHASES}
+        print("    median of the runs' mean s/step: " + ", ".join(f"{p[7:]} {v:.3f}" for p, v in phases.items()))
     ours = max(v for m, v in medians.items() if m.startswith("async"))
     peer = max(v for m, v in medians.items() if m.startswith("sync"))
     print(json.dumps({"bench": "async_vs_sync", "ours": ours, "peer": peer, "unit": "rollout tokens/s",

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The checks a GPU machine runs (issue 14): the vllm backend's conformance suite against the real engine,
-# rollout tokens/s of hf and vllm against transformers' generate, and runs on Ray on that GPU, hf then vllm
-# actors sharing it with the learner. Needs torch with CUDA and the `.[gpu,ray]` extras.
+# rollout tokens/s of hf and vllm against transformers' generate, runs on Ray on that GPU, hf then vllm
+# actors sharing it with the learner, and the asynchronous trainer against the synchronous one on that
+# machine's GPU and on its CPU cores. Needs torch with CUDA and the `.[gpu,ray]` extras.
 #
 #   bash bench/gpu_checks.sh LOGDIR [RUNDIR]
 #
@@ -47,5 +48,8 @@ check throughput_vllm 150 python3 bench/rollout_throughput.py --backend vllm "${
 check ray_vllm 150 python3 -m workers run $quick --out "$runs/ray_vllm" "${one_gpu_ray[@]}" \
     --set rollout.backend=vllm --set resources.rollout_actors=1 --set resources.actor_gpus=0.5
 results "$runs/ray_vllm"
+
+check async_vs_sync_gpu 240 python3 bench/async_vs_sync.py --device cuda --steps 20 --reps 2
+check async_vs_sync_cpu 300 python3 bench/async_vs_sync.py --device cpu --steps 20 --reps 2
 
 printf '%s\n' "${summary[@]}"

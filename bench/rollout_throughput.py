@@ -8,8 +8,9 @@ Runs alternate; the median of --reps is reported.
     python bench/rollout_throughput.py                          # the tiny example's model, CPU
     python bench/rollout_throughput.py --model 1024x12 --device cuda --dtype bfloat16 --prompts 64 --new-tokens 256
     python bench/rollout_throughput.py --backend vllm --model 1024x12 --device cuda --dtype bfloat16 ...  # .[gpu]
+    python bench/rollout_throughput.py --testbed examples/long-tail.yaml --prompts 32 --n 4 --new-tokens 40
 
---model is `tiny` (the warm-started example model) or WIDTHxLAYERS for a randomly
+--model is `tiny` (the --testbed config's warm-started model, prompts from its task) or WIDTHxLAYERS for a randomly
 initialised Llama of that shape with the character tokenizer (nothing is downloaded).
 The vllm engine runs as its users run it for throughput: CUDA graphs captured, prefix caching on.
 Last line: {"bench": "rollout_throughput", "backend": ..., "ours": tok/s, "peer": tok/s, "unit": "tokens/s",
@@ -31,13 +32,13 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 
 
-def build_policy(spec: str, device: torch.device, dtype: str):
+def build_policy(spec: str, device: torch.device, dtype: str, testbed: str):
     from workers.config import load_config
     from workers.models.policy import DTYPES, Policy, load_policy
     from workers.models.tiny import char_tokenizer, tiny_network
     from workers.tasks import build_task
 
-    cfg = load_config(REPO / "examples" / "grpo-arith.yaml", [f"model.dtype={dtype}"])
+    cfg = load_config(REPO / testbed, [f"model.dtype={dtype}"])
     task = build_task(cfg)
     if spec == "tiny":
         return load_policy(cfg, task, device), task
@@ -58,6 +59,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=8)
     parser.add_argument("--new-tokens", type=int, default=8)
     parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--testbed", default="examples/grpo-arith.yaml", help="the config of the task and tiny model")
     args = parser.parse_args()
     os.environ.setdefault("ROLLOUTLAB_CACHE", str(REPO / ".cache" / "rolloutlab"))
     torch.set_num_threads(2)
@@ -66,7 +68,7 @@ def main() -> None:
     from workers.rollout.hf import left_pad
 
     device = torch.device(args.device)
-    policy, task = build_policy(args.model, device, args.dtype)
+    policy, task = build_policy(args.model, device, args.dtype, args.testbed)
     prompts = [policy.encode_prompt(e.prompt) for e in task.train_batch(args.prompts, np.random.default_rng(0))]
     backend, params = build_backend(args.backend, policy), SamplingParams(args.new_tokens, 1.0)
     generator = torch.Generator(device).manual_seed(0)
@@ -106,7 +108,8 @@ def main() -> None:
         rates["peer"].append(peer())
     mine, theirs = statistics.median(rates["ours"]), statistics.median(rates["peer"])
     label = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU, 2 threads"
-    print(f"{args.model} on {label}, {args.dtype}: {args.prompts} prompts x {args.n}, {args.new_tokens} new tokens")
+    shape = f"{args.prompts} prompts x {args.n}, {args.new_tokens} new tokens"
+    print(f"{args.model} ({args.testbed}) on {label}, {args.dtype}: {shape}")
     print(f"median tokens/s: {args.backend} backend {mine:,.0f}, transformers generate {theirs:,.0f}")
     figures = {"ours": mine, "peer": theirs, "unit": "tokens/s", "ratio": mine / theirs}
     print(json.dumps({"bench": "rollout_throughput", "backend": args.backend, **figures}))

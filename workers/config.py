@@ -279,6 +279,14 @@ class ScheduleConfig(Section):
     )
     minibatches: int = Field(1, ge=1, description="Optimizer steps per pass: the batch is split into this many.")
     samples_per_step: int = Field(16, ge=0, description="Rollout samples recorded per step for the sample inspector.")
+    length_buckets: int = Field(
+        1,
+        ge=1,
+        le=16,
+        description="Each training forward splits its rows into at most this many buckets of similar completion "
+        "length, each padded only to its own longest: the same log-probabilities and loss, fewer padding positions "
+        "computed when lengths have a long tail (up to the rounding of other batch shapes). 1: one forward.",
+    )
     save_every: int = Field(0, ge=0, description="Save a checkpoint every N steps (0 = only at the end).")
     save_final: bool = Field(True, description="Save a checkpoint when training ends.")
     checkpoint_every: int | None = Field(

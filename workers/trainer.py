@@ -29,12 +29,14 @@ from pathlib import Path
 import numpy as np
 import psutil
 import torch
+import torch.nn.functional as F
 import yaml
 
 from workers import checkpoint, progress, repro, stopping
 from workers import metrics as metric
 from workers.evaluation import score_eval
 from workers.models.policy import load_policy
+from workers.packing import length_buckets
 from workers.pipeline.batch import RolloutBatch
 from workers.pipeline.history import PromptHistory
 from workers.pipeline.objective.base import KL_ESTIMATORS, aggregator, off_policy_stats
@@ -722,6 +724,34 @@ class Trainer:
     def token_logprobs(self, model, inputs, chunk=None, with_entropy=False, record: UpdateEntropies | None = None):
         """log pi(o_t) of the completion tokens (B, T), at the sampling temperature; and the entropy (B, T) if asked.
 
+        With schedule.length_buckets > 1, the rows go in buckets of similar length (workers/packing.py), each
+        forwarded padded to its own longest attended token; the positions past it are 0 in both results.
+        """
+        most = self.cfg.schedule.length_buckets
+        if most == 1:
+            return self.bucket_logprobs(model, inputs, chunk, with_entropy, record)
+        rows = chunk if chunk is not None else torch.arange(len(inputs["completion"]))
+        width = inputs["prompt_ids"].shape[1]
+        attended = inputs["attention_mask"][rows.to(inputs["attention_mask"].device), width:]  # (B, T)
+        positions = torch.arange(1, attended.shape[1] + 1, device=attended.device)
+        extents = (attended * positions).amax(1) if attended.shape[1] else attended.sum(1)  # (B,) last attended + 1
+        length = inputs["completion"].shape[1]
+        parts, order = [], []
+        for at, bucket_width in length_buckets(extents, most):
+            logprobs, entropy = self.bucket_logprobs(model, inputs, rows[at.to(rows.device)], with_entropy, record,
+                                                     max(bucket_width, 1))  # fmt: skip
+            pad = (0, length - logprobs.shape[1])
+            parts.append((F.pad(logprobs, pad), F.pad(entropy, pad) if entropy is not None else None))
+            order.append(at)
+        back = torch.argsort(torch.cat(order).to(parts[0][0].device))  # bucket order -> the rows' own order
+        logprobs = torch.cat([p for p, _ in parts])[back]
+        entropy = torch.cat([e for _, e in parts])[back] if with_entropy else None
+        return logprobs, entropy
+
+    def bucket_logprobs(self, model, inputs, chunk=None, with_entropy=False, record=None, length=None):
+        """token_logprobs of the rows `chunk` (None: every row), over their first `length` completion positions
+        (None: all of them).
+
         Two forwards: the chunk's distinct prompts (P rows), then its completions (B rows) attending to their
         prompt's keys and values, gathered from the first's cache (the gradient flows back through them). Causal
         attention makes a prompt's states the same in every row that continues it, so this is the one-forward
@@ -730,8 +760,10 @@ class Trainer:
         of the rows it wants from the same log-probabilities.
         """
         pick = (lambda x: x) if chunk is None else (lambda x: x[chunk])
-        completion, attention, positions = pick(inputs["completion"]), inputs["attention_mask"], inputs["position_ids"]
-        width, length = inputs["prompt_ids"].shape[1], completion.shape[1]
+        width = inputs["prompt_ids"].shape[1]
+        completion = pick(inputs["completion"])[:, :length]
+        length, span = completion.shape[1], width + completion.shape[1]
+        attention, positions = inputs["attention_mask"][:, :span], inputs["position_ids"][:, :span]
         used, owner = torch.unique(pick(inputs["prompt_of"]), return_inverse=True)  # (P,), (B,)
         prompt_mask = inputs["prompt_mask"][used]  # (P, L)
         prefix = model(

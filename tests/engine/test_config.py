@@ -16,9 +16,9 @@ def test_defaults_validate_and_hash_is_stable():
 
 def test_the_wall_time_limit_leaves_the_hash_alone():
     """resources.wall_time_s bounds the execution, not the computation: hashes from before it still hold."""
-    # RunConfig() since resources.executor and rollout_actors (a knob added with its default changes every
-    # hash: the computation a config names now has one more choice, made explicit)
-    pinned = "6375772df3b375a58b7a486788bd794c09d8b8fd532d0db8158d98e5ed65cc20"
+    # RunConfig() since schedule.length_buckets (a knob added with its default changes every hash: the
+    # computation a config names now has one more choice, made explicit)
+    pinned = "cf59c87a00e76461a7aa589015d4a4dcaf9d8fde91550f0d317b24f04878809d"
     assert RunConfig().config_hash() == pinned
     assert resolve({"resources": {"wall_time_s": 60}}).config_hash() == pinned
     # where the actors are placed changes nothing they compute; how many there are does (one generator each)

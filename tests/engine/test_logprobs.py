@@ -176,3 +176,39 @@ def trainer_loss_inputs(trainer, logprobs, inputs):
     mask = inputs["mask"]
     aggregate = aggregator(trainer.cfg.objective.aggregation, mask, trainer.cfg.rollout.max_new_tokens)
     return LossInputs(logprobs, inputs["old_logprobs"], inputs["advantages"], mask, aggregate)
+
+
+def test_length_buckets_give_the_same_logprobs_entropies_and_gradient_over_fewer_positions():
+    cfg = small_config(
+        model={"warmup_steps": 0},  # random weights: completions of every length up to the limit
+        rollout={"prompts_per_step": 8, "max_new_tokens": 24},
+    )
+    trainer, batch = trainer_and_batch(cfg)
+    model, rows = trainer.policy.model, batch.in_loss.nonzero().flatten()
+    inputs = trainer.training_inputs(batch, rows)
+    inputs["advantages"] = torch.linspace(-1.0, 1.0, len(rows))
+    ends = (torch.arange(len(rows)) * 7) % 24 + 1  # a row's completion ends after 1 to 24 tokens
+    inputs["mask"] *= (torch.arange(24) < ends[:, None]).to(inputs["mask"].dtype)
+    width = inputs["prompt_ids"].shape[1]
+    inputs["attention_mask"][:, width:] = inputs["mask"].long()
+    inputs["position_ids"] = (inputs["attention_mask"].cumsum(-1) - 1).clamp(min=0)
+    fed = []
+    model.register_forward_pre_hook(lambda _, args, kwargs: fed.append(kwargs["input_ids"].numel()), with_kwargs=True)
+    results = {}
+    model.train()
+    for buckets in (1, 4):
+        trainer.cfg.schedule.length_buckets = buckets
+        fed.clear()
+        model.zero_grad()
+        logprobs, entropy = trainer.token_logprobs(model, inputs, with_entropy=True)
+        trainer.stages.objective(trainer_loss_inputs(trainer, logprobs, inputs)).loss.backward()
+        grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+        results[buckets] = (logprobs.detach(), entropy.detach(), grads, sum(fed), len(fed))
+    mask = inputs["mask"] > 0
+    (one_lp, one_ent, one_grad, one_positions, one_forwards), (lp, ent, grad, positions, forwards) = results.values()
+    assert one_forwards == 2 and forwards == 8  # prompts, then completions: once, and once per bucket
+    assert positions < 0.8 * one_positions  # the padding the buckets leave out
+    torch.testing.assert_close(lp[mask], one_lp[mask], atol=1e-5, rtol=0)
+    torch.testing.assert_close(ent[mask], one_ent[mask], atol=1e-5, rtol=0)
+    assert (lp[~mask] == 0).sum() > 0  # past a row's last token its bucket computes nothing
+    torch.testing.assert_close(grad, one_grad, atol=1e-6, rtol=1e-4)

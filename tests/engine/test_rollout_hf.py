@@ -5,8 +5,8 @@ import torch
 
 from tests.conftest import small_config
 from workers.models.policy import load_policy
-from workers.rollout import SamplingParams
-from workers.rollout.hf import HFBackend, finish, restrict
+from workers.rollout import SamplingParams, StopRule
+from workers.rollout.hf import HFBackend, ShrinkingBatch, finish, restrict
 from workers.tasks import build_task
 
 
@@ -87,3 +87,46 @@ def test_masks_end_at_the_first_end_of_sequence_token():
     assert out.truncated.tolist() == [False, False, True]
     assert out.lengths.tolist() == [3, 2, 5]
     assert out.logprobs[0].tolist() == [-1, -1, -1, 0, 0]
+
+
+def rows_fed(policy, monkeypatch) -> list[int]:
+    """The batch size of every forward the policy's model runs from now on."""
+    fed, forward = [], policy.model.forward
+
+    def counting(*args, **kwargs):
+        fed.append(kwargs["input_ids"].shape[0])
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(policy.model, "forward", counting)
+    return fed
+
+
+def test_ended_rows_leave_the_batch_and_every_row_keeps_the_tokens_of_decoding_them_all(policy, monkeypatch):
+    backend, params = HFBackend(policy), SamplingParams(24, 1.0)
+    prompts, limits = encoded(policy), [24, 6, 16]  # rows end by end-of-sequence and by their own limits
+    fed = rows_fed(policy, monkeypatch)
+    shrunk = backend.generate(prompts, 8, params, torch.Generator().manual_seed(3), limits=limits)
+    shrunk_fed, fed[:] = list(fed), []
+    monkeypatch.setattr(ShrinkingBatch, "SHRINK_AT", 0.0)  # never: every row decodes to the end
+    whole = backend.generate(prompts, 8, params, torch.Generator().manual_seed(3), limits=limits)
+    assert set(fed[1:]) == {24}  # the prefill is per prompt (3 rows), then all 24 rows every token
+    assert min(shrunk_fed[1:]) < 24 and len(shrunk_fed) == len(fed)
+    assert shrunk_fed[1:] == sorted(shrunk_fed[1:], reverse=True)  # rows leave, none comes back
+    assert torch.equal(shrunk.tokens, whole.tokens) and torch.equal(shrunk.mask, whole.mask)
+    torch.testing.assert_close(shrunk.logprobs, whole.logprobs, atol=1e-5, rtol=0)  # rounding of other batch sizes
+    assert torch.equal(shrunk.truncated, whole.truncated)
+
+
+def test_no_row_leaves_the_batch_for_a_stop_rule_that_reads_every_rows_hidden_state(policy, monkeypatch):
+    seen = []
+
+    def keep_all(partial):
+        seen.append(partial.hidden.shape[0])
+        return torch.zeros_like(partial.finished)
+
+    fed = rows_fed(policy, monkeypatch)
+    rule = StopRule(abort=keep_all, every=2, wants_hidden=True)
+    HFBackend(policy).generate(
+        encoded(policy), 8, SamplingParams(24, 1.0), torch.Generator().manual_seed(3), limits=[24, 6, 16], stop=rule
+    )
+    assert set(fed[1:]) == {24} and set(seen) == {24}

@@ -184,8 +184,11 @@ def test_the_inspector_groups_filters_and_colours_tokens_in_the_browser(page, al
     tokens = page.locator("#sample-groups tr.sample").first.locator(".token")
     shown = tokens.evaluate_all("els => els.map(e => Number(e.dataset.value))")
     assert shown == pytest.approx(wrong[0]["entropies"])  # the first wrong sample of the first group shown
-    shade = page.eval_on_selector("#sample-groups .token", "el => getComputedStyle(el).backgroundColor")
-    assert shade.startswith("rgba(48, 86, 211")
+    # waited for, not read once: a token read while the table is drawn again has no style yet
+    page.wait_for_function(
+        "getComputedStyle(document.querySelector('#sample-groups .token')).backgroundColor"
+        ".startsWith('rgba(48, 86, 211')"
+    )
     # a chart ticked here is the one every run of the project opens with, for alice
     page.click("details.picker summary")
     page.check("#metric-picker input[value='policy/entropy']")

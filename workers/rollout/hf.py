@@ -4,8 +4,12 @@ The prompts are left-padded into one batch and prefilled once; the cache is
 then repeated n times (or each prompt's own n) so a group's samples share their
 prompt's prefill. Rows that continue an earlier completion (a Prefix) are
 prefilled one by one with it instead. Each decoding step feeds one token per
-row. Rows that have emitted the end-of-sequence token, reached their length
-limit or been cut by a StopRule decode padding until every row is done.
+row still going. Rows that have emitted the end-of-sequence token, reached
+their length limit or been cut by a StopRule leave the batch once a quarter of
+it has ended (their rows of the KV cache are dropped): with long-tailed
+completion lengths the last tokens of the longest rows no longer pay for a full
+batch. A finished row keeps its place in the sampler's draws, so every row's
+tokens are those of decoding the whole batch to the end.
 """
 
 from __future__ import annotations
@@ -95,12 +99,15 @@ class HFBackend:
         stopped = torch.zeros(rows, dtype=torch.bool, device=device)
         emitted = torch.zeros(rows, dtype=torch.long, device=device)  # tokens each row produced here
         wants_hidden = bool(stop and stop.wants_hidden)
+        # a stop rule reading the hidden state reads every row's, so no row leaves the batch for it
+        batch = ShrinkingBatch(rows, shrinks=not wants_hidden)
+        logits = state.logits  # (N, V): the next token's, for every row (a finished row's stay as they were)
         for t in range(max(int(budget.max()), 0)):
             stopping.checkpoint()  # a long generation obeys a cancel within the token
             finished |= budget <= t  # a row at its length limit stops here
             if bool(finished.all()):
                 break
-            token, logprob = sample(state.logits.float(), params, generator)  # (N,), (N,)
+            token, logprob = sample(logits.float(), params, generator)  # (N,), (N,)
             token = token.masked_fill(finished, self.policy.pad_id)
             tokens.append(token)
             logprobs.append(logprob.masked_fill(finished, 0.0))
@@ -110,18 +117,18 @@ class HFBackend:
                 cut = self.stop_rows(stop, tokens, logprobs, finished, stopped, state.hidden, t + 1)
                 stopped |= cut & ~finished
                 finished |= cut
-            if bool(finished.all()):
-                break
+            if batch.shrink(state, finished):
+                break  # every row has ended
             state.attention = torch.cat([state.attention, torch.ones_like(state.attention[:, :1])], dim=-1)
             out = model(
-                input_ids=token[:, None],
+                input_ids=batch.of(token)[:, None],
                 attention_mask=state.attention,
                 position_ids=state.next_position,
                 past_key_values=state.cache,
                 use_cache=True,
                 output_hidden_states=wants_hidden,
             )
-            state.cache, state.logits = out.past_key_values, out.logits[:, -1]
+            state.cache, logits = out.past_key_values, batch.spread(logits, out.logits[:, -1])
             state.next_position = state.next_position + 1
             state.hidden = out.hidden_states[-1][:, -1] if wants_hidden else None
         if not tokens:  # every row was at its limit already
@@ -154,6 +161,46 @@ class DecodeState:
     attention: torch.Tensor  # (N, L + t)
     next_position: torch.Tensor  # (N, 1)
     hidden: torch.Tensor | None  # (N, C) last layer at the latest token, when a stop rule asks
+
+
+class ShrinkingBatch:
+    """Which of a generation's N rows are still in the decoding batch (and its KV cache).
+
+    Once the rows still going are at most SHRINK_AT of the batch, the ended ones leave it: the
+    cache, attention and positions keep only the rows going on. Sampling still draws for all N
+    rows (an ended row from its last logits, its token discarded), so the sampler's random
+    stream, and every row's tokens, are those of decoding all N rows to the end.
+    """
+
+    SHRINK_AT = 0.75  # a shrink copies the cache once; each later token then costs less
+
+    def __init__(self, rows: int, shrinks: bool = True):
+        self.rows = None  # (R,) the rows of N in the batch, in order; None while it holds all N
+        self.size, self.shrinks = rows, shrinks
+
+    def shrink(self, state: DecodeState, finished: torch.Tensor) -> bool:
+        """Drop the ended rows from the batch when enough have ended; whether every row has."""
+        going = int((~finished).sum())
+        if going == 0:
+            return True
+        if self.shrinks and going <= self.SHRINK_AT * self.size:
+            in_batch = finished if self.rows is None else finished[self.rows]
+            keep = (~in_batch).nonzero().flatten()  # (R',) positions in the present batch
+            state.cache.batch_select_indices(keep)
+            state.attention, state.next_position = state.attention[keep], state.next_position[keep]
+            self.rows = keep if self.rows is None else self.rows[keep]
+            self.size = going
+        return False
+
+    def of(self, per_row: torch.Tensor) -> torch.Tensor:
+        """The batch's entries of an (N, ...) tensor."""
+        return per_row if self.rows is None else per_row[self.rows]
+
+    def spread(self, every_row: torch.Tensor, batch_rows: torch.Tensor) -> torch.Tensor:
+        """(N, ...): `every_row` with the batch's rows replaced by `batch_rows` (R, ...)."""
+        if self.rows is None:
+            return batch_rows
+        return every_row.index_copy(0, self.rows, batch_rows.to(every_row.dtype))
 
 
 def len_of(prefixes, rows: int) -> torch.Tensor:
