@@ -67,7 +67,8 @@ def modes(cores: int, device: str, ahead: str) -> dict[str, list[str]]:
         found[f"async on Ray, 1 actor of {half} CPUs"] = [
             *ON_RAY, f"resources.actor_cpus={half}", f"resources.threads={half}", ahead
         ]  # fmt: skip
-    return found
+    # on the CPU even where a GPU is present (resources.device defaults to auto, which would take it)
+    return {mode: ["resources.device=cpu", *overrides] for mode, overrides in found.items()}
 
 
 def save_warm_started(directory: Path, threads: int) -> None:
