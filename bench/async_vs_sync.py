@@ -85,12 +85,10 @@ def save_warm_started(directory: Path, threads: int) -> None:
     policy.tokenizer.save_pretrained(directory)
 
 
-PHASES = ("timing/generate_s", "timing/train_s", "timing/sync_s", "timing/step_s")
-
-
 def tokens_per_second(overrides: list[str]) -> tuple[float, dict[str, float]]:
     """Train the testbed with these overrides; rollout tokens decoded per second of the training loop, and the
-    mean seconds of each phase of a step (PHASES) over the steps after the first two (warm-up)."""
+    mean seconds of each phase of a step (timing/*) over the steps after the first two (warm-up), or over every
+    step of a shorter run."""
     from workers import metrics as metric
     from workers.config import load_config
     from workers.distributed import run_on_ray
@@ -103,8 +101,9 @@ def tokens_per_second(overrides: list[str]) -> tuple[float, dict[str, float]]:
         assert run_on_ray(cfg, reporter) == "succeeded"
     else:
         assert Trainer(cfg, reporter).run() == "succeeded"
-    rows, last = reporter.metric_rows[2:], reporter.metric_rows[-1]
-    phases = {phase: statistics.mean(row[phase] for row in rows) for phase in PHASES}
+    rows, last = reporter.metric_rows[2:] or reporter.metric_rows, reporter.metric_rows[-1]
+    names = (metric.GENERATE_S, metric.TRAIN_S, metric.SYNC_S, metric.STEP_S)
+    phases = {name: statistics.mean(row[name] for row in rows) for name in names}
     return last[metric.ROLLOUT_TOKENS] / last[metric.WALL_S], phases
 
 
@@ -143,8 +142,9 @@ def main() -> None:
     medians = {mode: statistics.median(values) for mode, values in seen.items()}
     for mode, values in seen.items():
         print(f"{mode}: median {medians[mode]:,.0f} rollout tokens/s ({', '.join(f'{v:,.0f}' for v in values)})")
-        phases = {p: statistics.median(t[p] for t in timings[mode]) for p in PHASES}
-        print("    median of the runs' mean s/step: " + ", ".join(f"{p[7:]} {v:.3f}" for p, v in phases.items()))
+        phases = {name: statistics.median(t[name] for t in timings[mode]) for name in timings[mode][0]}
+        shown = ", ".join(f"{name.removeprefix('timing/')} {v:.3f}" for name, v in phases.items())
+        print(f"    median of the runs' mean s/step: {shown}")
     ours = max(v for m, v in medians.items() if m.startswith("async"))
     peer = max(v for m, v in medians.items() if m.startswith("sync"))
     print(json.dumps({"bench": "async_vs_sync", "ours": ours, "peer": peer, "unit": "rollout tokens/s",
