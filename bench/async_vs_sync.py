@@ -21,10 +21,18 @@ On a machine of more cores, the asynchronous modes also run with half of them on
 --device cuda (a GPU machine) every mode trains and samples on the GPU: in this process the rollout
 copy and the learner share it; on Ray the learner holds half of it and the rollout actor the other.
 
-Every mode, on both sides, forwards its training rows in --length-buckets buckets of similar length
-(schedule.length_buckets), so neither pays for the other's padding.
+Every mode, on both sides, does the same learner's work: it forwards its training rows in
+--length-buckets buckets of similar length (schedule.length_buckets), and its ratios are taken against
+the sampler's own log-probabilities (objective.old_logprobs=sampler: a float32 hf policy on this
+machine's device gives the learner's numbers; left at auto, a run on Ray would recompute them with an
+extra forward that no in-process mode pays).
+
+The warm-started weights take minutes to build on one core. --save-weights DIR builds them, saves them
+to DIR and exits; --weights DIR then loads them instead of building them: a GPU machine lent for a
+few minutes gets them carried in from here.
 
     python bench/async_vs_sync.py [--steps 30] [--reps 2] [--staleness 1] [--device cpu|cuda] [--length-buckets 4]
+                                  [--weights DIR | --save-weights DIR]
 
 Last line: {"bench": "async_vs_sync", "ours": tok/s, "peer": tok/s, "unit": "rollout tokens/s", "ratio": ours/peer}
 """
@@ -107,38 +115,56 @@ def tokens_per_second(overrides: list[str]) -> tuple[float, dict[str, float]]:
     return last[metric.ROLLOUT_TOKENS] / last[metric.WALL_S], phases
 
 
-def main() -> None:
+def parse_options() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=30, help="RL steps per run")
     parser.add_argument("--reps", type=int, default=2, help="rounds over every mode; medians are reported")
     parser.add_argument("--staleness", type=int, default=1, help="schedule.max_staleness of the asynchronous runs")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where every mode trains and samples")
     parser.add_argument("--length-buckets", type=int, default=4, help="schedule.length_buckets of every mode")
-    options = parser.parse_args()
-    os.environ.setdefault("ROLLOUTLAB_CACHE", str(REPO / ".cache" / "rolloutlab"))
-    import ray
-    import torch
+    made = parser.add_mutually_exclusive_group()
+    made.add_argument("--weights", type=Path, help="load the warm-started weights from this directory")
+    made.add_argument("--save-weights", type=Path, help="build the warm-started weights into this directory, exit")
+    return parser.parse_args()
 
-    cores = torch.get_num_threads()
-    with tempfile.TemporaryDirectory() as weights:
-        save_warm_started(Path(weights), cores)
-        common = [f"schedule.steps={options.steps}", f"model.name={weights}"]
-        common.append(f"schedule.length_buckets={options.length_buckets}")
-        ways = modes(cores, options.device, f"schedule.max_staleness={options.staleness}")
-        print(f"{cores} CPU threads, device {options.device}, max_staleness {options.staleness}, "
-              f"{options.steps} steps, {options.length_buckets} length buckets")  # fmt: skip
-        seen: dict[str, list[float]] = {mode: [] for mode in ways}
-        timings: dict[str, list[dict[str, float]]] = {mode: [] for mode in ways}
-        for _ in range(options.reps):
-            # the Ray modes last, each round under a cluster of its own: its idle daemons take a share of the
-            # cores, which the modes in this process must not pay for
-            for mode, overrides in sorted(ways.items(), key=lambda way: ON_RAY[0] in way[1]):
-                if ON_RAY[0] in overrides and not ray.is_initialized():
-                    ray.init(address="local", num_cpus=max(cores, 2), include_dashboard=False, logging_level="ERROR")
-                rate, phases = tokens_per_second([*common, *overrides])
-                seen[mode].append(rate)
-                timings[mode].append(phases)
+
+def ray_or_none():
+    """Ray, or None where it is not installed: the in-process modes need only torch (a lent GPU machine may
+    have nothing else carried in)."""
+    try:
+        import ray
+    except ImportError:
+        return None
+    return ray
+
+
+def runnable(ways: dict[str, list[str]], ray) -> dict[str, list[str]]:
+    """The modes this process can run: without Ray, the in-process ones."""
+    if ray is not None:
+        return ways
+    return {mode: overrides for mode, overrides in ways.items() if ON_RAY[0] not in overrides}
+
+
+def run_rounds(ways: dict[str, list[str]], common: list[str], reps: int, cores: int, ray):
+    """Every mode `reps` times, in rounds; each mode's rollout tokens/s and phase timings, one per round."""
+    seen: dict[str, list[float]] = {mode: [] for mode in ways}
+    timings: dict[str, list[dict[str, float]]] = {mode: [] for mode in ways}
+    for _ in range(reps):
+        # the Ray modes last, each round under a cluster of its own: its idle daemons take a share of the
+        # cores, which the modes in this process must not pay for
+        for mode, overrides in sorted(ways.items(), key=lambda way: ON_RAY[0] in way[1]):
+            if ON_RAY[0] in overrides and not ray.is_initialized():
+                ray.init(address="local", num_cpus=max(cores, 2), include_dashboard=False, logging_level="ERROR")
+            rate, phases = tokens_per_second([*common, *overrides])
+            seen[mode].append(rate)
+            timings[mode].append(phases)
+        if ray is not None:
             ray.shutdown()
+    return seen, timings
+
+
+def report(seen: dict[str, list[float]], timings: dict[str, list[dict[str, float]]]) -> None:
+    """Each mode's median and rounds, its phases; last, each side at its best, as the usual JSON line."""
     medians = {mode: statistics.median(values) for mode, values in seen.items()}
     for mode, values in seen.items():
         print(f"{mode}: median {medians[mode]:,.0f} rollout tokens/s ({', '.join(f'{v:,.0f}' for v in values)})")
@@ -149,6 +175,31 @@ def main() -> None:
     peer = max(v for m, v in medians.items() if m.startswith("sync"))
     print(json.dumps({"bench": "async_vs_sync", "ours": ours, "peer": peer, "unit": "rollout tokens/s",
                       "ratio": ours / peer}))  # fmt: skip
+
+
+def main() -> None:
+    options = parse_options()
+    os.environ.setdefault("ROLLOUTLAB_CACHE", str(REPO / ".cache" / "rolloutlab"))
+    import torch
+
+    cores = torch.get_num_threads()
+    if options.save_weights:
+        save_warm_started(options.save_weights, cores)
+        print(f"warm-started weights saved to {options.save_weights}")
+        return
+    ray = ray_or_none()
+    ways = runnable(modes(cores, options.device, f"schedule.max_staleness={options.staleness}"), ray)
+    print(f"{cores} CPU threads, device {options.device}, max_staleness {options.staleness}, "
+          f"{options.steps} steps, {options.length_buckets} length buckets"
+          f"{'' if ray else '; Ray is not installed: its modes are left out'}")  # fmt: skip
+    with tempfile.TemporaryDirectory() as built:
+        weights = options.weights or Path(built)
+        if not options.weights:
+            save_warm_started(weights, cores)
+        common = [f"schedule.steps={options.steps}", f"model.name={weights}", "objective.old_logprobs=sampler"]
+        common.append(f"schedule.length_buckets={options.length_buckets}")
+        seen, timings = run_rounds(ways, common, options.reps, cores, ray)
+    report(seen, timings)
 
 
 if __name__ == "__main__":
