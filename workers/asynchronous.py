@@ -163,6 +163,6 @@ class Pipeline:
         if self.rollout is not self.trainer.policy:
             self.rollout.model.load_state_dict(self.trainer.policy.model.state_dict())
             self.backend.sync_weights()
-        self.trainer.sync_samplers()  # the learner's own backend evaluates (and samples, with max_staleness 0)
+        self.trainer.sync_samplers()  # the learner's own backend samples with max_staleness 0; else it evaluates
         self.version = step
         return time.perf_counter() - began

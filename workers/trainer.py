@@ -194,6 +194,7 @@ class Trainer:
         self.backend = build_backend(cfg.rollout.backend, self.policy)  # evaluates, and samples unless `samplers`
         self.samplers = samplers
         self._sampler = None
+        self.backend_stale = False  # True: the learner's weights changed since `backend` last had them
         self.rewards = build_rewards(self.task, cfg)
         self.stages = build_stages(cfg)
         self.optimizer = torch.optim.AdamW(
@@ -246,7 +247,7 @@ class Trainer:
         """The backend that samples the synchronous trainer's rollouts: the run's own, or made on first use by
         `samplers` (the asynchronous trainer never uses it, so it places no rollout actors for it)."""
         if self._sampler is None:
-            self._sampler = self.sampler_for(self.policy) if self.samplers else self.backend
+            self._sampler = self.sampler_for(self.policy) if self.samplers else self.current_backend()
         return self._sampler
 
     def own_backends(self) -> list:
@@ -255,9 +256,20 @@ class Trainer:
         return [self.backend, self._sampler] if made else [self.backend]
 
     def sync_samplers(self) -> None:
-        """Every backend of the learner's policy uses its current weights (a sampler not made yet needs none)."""
-        for backend in self.own_backends():
-            backend.sync_weights()
+        """The backend that samples the learner's policy uses its current weights from now on (one not made yet
+        needs none). The run's own backend, where it only evaluates (rollouts are sampled by rollout actors or by
+        the asynchronous trainer's copy), gets them when it next evaluates (current_backend): a vllm engine
+        there would otherwise wake and load weights after every step, for an evaluation every eval.every steps."""
+        if self._sampler is not None:
+            self._sampler.sync_weights()
+        self.backend_stale = self._sampler is not self.backend
+
+    def current_backend(self):
+        """The run's own backend, holding the learner's current weights (after a resume too)."""
+        if self.backend_stale:
+            self.backend.sync_weights()
+            self.backend_stale = False
+        return self.backend
 
     def check_stop(self) -> None:
         stopping.checkpoint()
@@ -861,12 +873,12 @@ class Trainer:
     def eval_texts(self, examples, n: int, params: SamplingParams, generator, evaluating: progress.Phase,
                    rows_per_call: int = 1024) -> list[str]:  # fmt: skip
         prompts = [self.policy.encode_prompt(e.prompt) for e in examples]
-        per_call = max(1, rows_per_call // n)
+        per_call, backend = max(1, rows_per_call // n), self.current_backend()
         texts = []
         for start in range(0, len(prompts), per_call):
             stopping.checkpoint()
             chunk = prompts[start : start + per_call]
-            out = self.backend.generate(chunk, n, params, generator)
+            out = backend.generate(chunk, n, params, generator)
             texts += self.policy.decode_completions(out)
             evaluating.advance(len(chunk) * n)
         return texts
@@ -1091,7 +1103,7 @@ class Trainer:
         self.data_stream.load_state_dict(state["data_stream"])
         self.history.load_state_dict(state["history"])
         self.stages = checkpoint.thaw_components(state["components"], self.cfg)
-        self.sync_samplers()  # rollout actors and engines sample with the restored weights
+        self.sync_samplers()  # a sampler made already loads the restored weights; the own backend before its next use
         self.reporter.log(f"resumed from the checkpoint of step {state['step']}")
         return int(state["step"])
 

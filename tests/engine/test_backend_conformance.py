@@ -23,6 +23,7 @@ import pytest
 import torch
 
 from tests.configs import small_config
+from workers import checkpoint
 from workers.errors import ConfigError
 from workers.models.policy import load_policy
 from workers.reporting import MemoryReporter
@@ -413,6 +414,53 @@ def test_the_trainer_sleeps_the_engine_for_the_update_and_pushes_the_new_weights
     assert trainer.policy.weights_fingerprint() != before  # the update ran
     for name, param in engine.network.named_parameters():  # and the engine holds its result
         assert torch.equal(param, dict(trainer.policy.model.named_parameters())[name].detach().cpu()), name
+
+
+def fake_engine_noting_weights(trainer: Trainer):
+    """The trainer's own backend made a vllm one over a fake engine; and a list that gets, at every call of the
+    engine's generate, whether the engine then holds the learner's weights."""
+    trainer.backend = VLLMBackend(trainer.policy, vllm=FAKE_VLLM)
+    engine, current = trainer.backend.engine, []
+    sample = engine.generate
+
+    def generate_noting_weights(prompts, sampling_params=None, **options):
+        learner = dict(trainer.policy.model.named_parameters())
+        current.append(all(torch.equal(p, learner[n].detach()) for n, p in engine.network.named_parameters()))
+        return sample(prompts, sampling_params, **options)
+
+    engine.generate = generate_noting_weights
+    return engine, current
+
+
+def test_a_resumed_run_samples_with_the_restored_weights(tmp_path):
+    cfg = small_config(schedule={"steps": 4, "checkpoint_every": 2})
+    assert Trainer(cfg, MemoryReporter(stop_after=3), artifacts_dir=tmp_path).run() == "cancelled"
+    point = checkpoint.latest_checkpoint(tmp_path)
+    assert point is not None and point.step == 2
+    trainer = Trainer(cfg, MemoryReporter(), artifacts_dir=tmp_path)
+    _, sampled_with = fake_engine_noting_weights(trainer)  # built on the initial weights, not the checkpoint's
+    assert trainer.run(resume=point) == "succeeded"
+    assert sampled_with and all(sampled_with)  # steps 3 and 4 sampled with the learner's weights
+
+
+def test_an_engine_that_only_evaluates_gets_the_weights_when_it_evaluates_not_after_every_step():
+    """Where rollouts are sampled elsewhere (rollout actors on Ray: here an hf backend made by `samplers`, as the
+    Learner's are; Ray itself is tested in test_distributed.py), the run's own engine only evaluates. It must
+    evaluate the learner's current weights, and sit asleep through the steps between evaluations."""
+    trainer = Trainer(
+        small_config(schedule={"steps": 4}, eval={"every": 2}), MemoryReporter(),
+        samplers=lambda policy: build_backend("hf", policy),
+    )  # fmt: skip
+    engine, evaluated_with = fake_engine_noting_weights(trainer)
+    before = trainer.policy.weights_fingerprint()
+    assert trainer.run() == "succeeded"
+    assert trainer.policy.weights_fingerprint() != before  # the updates ran, so stale weights would show
+    assert evaluated_with and all(evaluated_with)  # every evaluation (steps 0, 2, 4) saw the learner's weights
+    # weights pushed for the evaluations of steps 2 and 4 only; asleep for the updates of steps 1 and 3 (and
+    # still asleep for those of 2 and 4: no call), never woken for a step without an evaluation
+    assert engine.calls.count("collective_rpc") == 2 and engine.calls.count("wake_up") == 2
+    assert engine.calls.count("sleep") == 2
+    assert engine.calls[-1] == "generate"
 
 
 def test_a_stop_rule_is_refused_naming_the_component_that_asked(policy):
