@@ -93,9 +93,10 @@ class Pipeline:
         self.trainer, self.lag = trainer, trainer.cfg.schedule.max_staleness
         if self.lag == 0:  # nothing overlaps: the learner's own policy samples, as in the synchronous trainer
             self.rollout, self.backend = trainer.policy, trainer.sampler
-        else:  # a copy with its own tokenizer too: the learner's evaluates meanwhile
+        else:  # a copy with its own tokenizer too: the learner's evaluates meanwhile (on Ray, this copy's actors do)
             self.rollout = copy.deepcopy(trainer.policy)
             self.backend = trainer.sampler_for(self.rollout)
+            trainer.rollout_backend = self.backend
         self.version = 0  # the rollout copy's: RL steps its weights have been trained for
         self.collected: deque[Collected] = deque()  # committed, oldest first: batch `trained + 1` comes first
         self.produced = 0  # batches gathered so far

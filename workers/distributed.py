@@ -8,7 +8,8 @@ RAY_ADDRESS (or starts a local one for the run), reserves a placement group of 1
 places in it:
 
     bundle 0       the Learner: the ordinary Trainer, unchanged, whose sampler is RolloutActors
-                   and whose reporter is a RelayReporter
+                   (they evaluate too: the learner holds no backend, no engine) and whose reporter
+                   is a RelayReporter
     bundles 1..N   RolloutWorkers: each a copy of the policy with its own backend (hf or vllm)
 
 Every step the learner splits its prompts between the actors (contiguous groups, each actor

@@ -191,9 +191,12 @@ class Trainer:
         with self.deterministic(), progress.phase("loading the model"):
             self.policy = load_policy(cfg, self.task, self.device)
         repro.seed_everything(cfg.seed)  # building the tiny model consumed global RNG draws
-        self.backend = build_backend(cfg.rollout.backend, self.policy)  # evaluates, and samples unless `samplers`
+        # this process's backend, which evaluates and samples; none where `samplers` (rollout actors) do both, so
+        # that a learner on Ray starts no inference engine of its own
+        self.backend = build_backend(cfg.rollout.backend, self.policy) if samplers is None else None
         self.samplers = samplers
         self._sampler = None
+        self.rollout_backend = None  # the asynchronous trainer's rollout copy's sampler (workers/asynchronous.py)
         self.backend_stale = False  # True: the learner's weights changed since `backend` last had them
         self.rewards = build_rewards(self.task, cfg)
         self.stages = build_stages(cfg)
@@ -251,15 +254,15 @@ class Trainer:
         return self._sampler
 
     def own_backends(self) -> list:
-        """The backends of the learner's policy: its own, and its sampler once made, when that is another."""
-        made = self._sampler is not None and self._sampler is not self.backend
-        return [self.backend, self._sampler] if made else [self.backend]
+        """The backends of the learner's policy made so far: its own (none on Ray), and its sampler when another."""
+        own = [self.backend] if self.backend is not None else []
+        return own + [self._sampler] if self._sampler is not None and self._sampler is not self.backend else own
 
     def sync_samplers(self) -> None:
         """The backend that samples the learner's policy uses its current weights from now on (one not made yet
-        needs none). The run's own backend, where it only evaluates (rollouts are sampled by rollout actors or by
-        the asynchronous trainer's copy), gets them when it next evaluates (current_backend): a vllm engine
-        there would otherwise wake and load weights after every step, for an evaluation every eval.every steps."""
+        needs none). The run's own backend, where it only evaluates (the asynchronous trainer's copy samples),
+        gets them when it next evaluates (current_backend): a vllm engine there would otherwise wake and load
+        weights after every step, for an evaluation every eval.every steps."""
         if self._sampler is not None:
             self._sampler.sync_weights()
         self.backend_stale = self._sampler is not self.backend
@@ -270,6 +273,14 @@ class Trainer:
             self.backend.sync_weights()
             self.backend_stale = False
         return self.backend
+
+    def evaluator(self):
+        """Where evaluation samples: the run's own backend; with `samplers`, the rollout actors that sample the
+        training rollouts (the asynchronous trainer's copy's, when there is one), which hold the learner's weights
+        whenever it evaluates: before the first step, and after every step's weight sync."""
+        if self.samplers is None:
+            return self.current_backend()
+        return self.rollout_backend or self.sampler
 
     def check_stop(self) -> None:
         stopping.checkpoint()
@@ -296,23 +307,25 @@ class Trainer:
         # the time limit counts the training time before the resume too
         started, last_step = time.perf_counter() - self.counters[metric.WALL_S], done
         try:
-            if self.cfg.eval.every and not done:
-                self.reporter.metrics(0, self.evaluate(0))
-            # closed on a break: the asynchronous producer is joined
-            with closing(self.steps(done + 1)) as steps, self.training_phase() as training:
-                training.advance(done)
-                for step, metrics in steps:
-                    training.advance()
-                    self.reporter.metrics(step, metrics)
-                    last_step = step
-                    if self.cfg.schedule.save_every and step % self.cfg.schedule.save_every == 0:
-                        self.save_checkpoint(step)
-                    if self.resume_checkpoint_due(step):
-                        self.write_resume_checkpoint(step)
-                    limit = self.cfg.schedule.time_limit_s
-                    if limit and time.perf_counter() - started > limit:
-                        self.reporter.log(f"time limit of {limit:g}s reached after step {step}")
-                        break
+            # closed on a break: the asynchronous producer is joined. Made before the first evaluation: the
+            # asynchronous trainer's rollout copy, on Ray, is where that evaluation samples (evaluator)
+            with closing(self.steps(done + 1)) as steps:
+                if self.cfg.eval.every and not done:
+                    self.reporter.metrics(0, self.evaluate(0))
+                with self.training_phase() as training:
+                    training.advance(done)
+                    for step, metrics in steps:
+                        training.advance()
+                        self.reporter.metrics(step, metrics)
+                        last_step = step
+                        if self.cfg.schedule.save_every and step % self.cfg.schedule.save_every == 0:
+                            self.save_checkpoint(step)
+                        if self.resume_checkpoint_due(step):
+                            self.write_resume_checkpoint(step)
+                        limit = self.cfg.schedule.time_limit_s
+                        if limit and time.perf_counter() - started > limit:
+                            self.reporter.log(f"time limit of {limit:g}s reached after step {step}")
+                            break
         except stopping.Cancelled:
             self.record_data_stream()
             self.reporter.status("cancelled", f"stopped after step {last_step}")
@@ -873,7 +886,7 @@ class Trainer:
     def eval_texts(self, examples, n: int, params: SamplingParams, generator, evaluating: progress.Phase,
                    rows_per_call: int = 1024) -> list[str]:  # fmt: skip
         prompts = [self.policy.encode_prompt(e.prompt) for e in examples]
-        per_call, backend = max(1, rows_per_call // n), self.current_backend()
+        per_call, backend = max(1, rows_per_call // n), self.evaluator()
         texts = []
         for start in range(0, len(prompts), per_call):
             stopping.checkpoint()

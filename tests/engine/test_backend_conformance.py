@@ -444,13 +444,9 @@ def test_a_resumed_run_samples_with_the_restored_weights(tmp_path):
 
 
 def test_an_engine_that_only_evaluates_gets_the_weights_when_it_evaluates_not_after_every_step():
-    """Where rollouts are sampled elsewhere (rollout actors on Ray: here an hf backend made by `samplers`, as the
-    Learner's are; Ray itself is tested in test_distributed.py), the run's own engine only evaluates. It must
-    evaluate the learner's current weights, and sit asleep through the steps between evaluations."""
-    trainer = Trainer(
-        small_config(schedule={"steps": 4}, eval={"every": 2}), MemoryReporter(),
-        samplers=lambda policy: build_backend("hf", policy),
-    )  # fmt: skip
+    """In the asynchronous trainer a copy of the policy samples (here through hf), and the run's own engine only
+    evaluates. It must evaluate the learner's current weights, and sit asleep through the steps between."""
+    trainer = Trainer(small_config(schedule={"steps": 4, "max_staleness": 1}, eval={"every": 2}), MemoryReporter())
     engine, evaluated_with = fake_engine_noting_weights(trainer)
     before = trainer.policy.weights_fingerprint()
     assert trainer.run() == "succeeded"
@@ -461,6 +457,45 @@ def test_an_engine_that_only_evaluates_gets_the_weights_when_it_evaluates_not_af
     assert engine.calls.count("collective_rpc") == 2 and engine.calls.count("wake_up") == 2
     assert engine.calls.count("sleep") == 2
     assert engine.calls[-1] == "generate"
+
+
+class GreedyCallsNoted:
+    """A sampler made by `samplers`, as the rollout actors are on Ray (Ray itself: test_distributed.py): the hf
+    backend over the policy it is given, noting at every greedy call (an evaluation's) whether that policy then
+    holds the learner's weights."""
+
+    def __init__(self, policy, trainer_of):
+        self.hf, self.policy, self.trainer_of, self.greedy = HFBackend(policy), policy, trainer_of, []
+
+    def generate(self, prompts, n, params, generator, **request):
+        if params.temperature == 0:
+            learner = self.trainer_of().policy.model.state_dict()
+            held = self.policy.model.state_dict()
+            self.greedy.append(all(torch.equal(held[name], learner[name]) for name in learner))
+        return self.hf.generate(prompts, n, params, generator, **request)
+
+    def sync_weights(self):
+        self.hf.sync_weights()
+
+    def release_memory(self):
+        self.hf.release_memory()
+
+
+@pytest.mark.parametrize("schedule", [{}, {"max_staleness": 0}, {"max_staleness": 1}], ids=["sync", "k0", "k1"])
+def test_with_samplers_elsewhere_the_learner_has_no_backend_and_they_evaluate_its_current_weights(schedule):
+    made: list[GreedyCallsNoted] = []
+
+    def samplers(policy):
+        made.append(GreedyCallsNoted(policy, lambda: trainer))
+        return made[-1]
+
+    cfg = small_config(schedule={"steps": 4, **schedule}, eval={"every": 2})
+    trainer = Trainer(cfg, MemoryReporter(), samplers=samplers)
+    assert trainer.backend is None  # a learner on Ray starts no engine of its own
+    assert trainer.run() == "succeeded"
+    assert len(made) == 1  # one set of actors: the asynchronous trainer's copy's, or the learner's
+    # evaluations at steps 0, 2 and 4, each of greedy completions (pass@1) on the learner's weights
+    assert len(made[0].greedy) == 3 and all(made[0].greedy)
 
 
 def test_a_stop_rule_is_refused_naming_the_component_that_asked(policy):
