@@ -34,7 +34,8 @@ few minutes gets them carried in from here.
     python bench/async_vs_sync.py [--steps 30] [--reps 2] [--staleness 1] [--device cpu|cuda] [--length-buckets 4]
                                   [--weights DIR | --save-weights DIR]
 
-Last line: {"bench": "async_vs_sync", "ours": tok/s, "peer": tok/s, "unit": "rollout tokens/s", "ratio": ours/peer}
+Last line: {"bench": "async_vs_sync", "ours": tok/s, "peer": tok/s, "unit": "rollout tokens/s", "ratio": ours/peer,
+"round_ratios": [the same ratio within each round]}
 """
 
 from __future__ import annotations
@@ -171,10 +172,21 @@ def report(seen: dict[str, list[float]], timings: dict[str, list[dict[str, float
         phases = {name: statistics.median(t[name] for t in timings[mode]) for name in timings[mode][0]}
         shown = ", ".join(f"{name.removeprefix('timing/')} {v:.3f}" for name, v in phases.items())
         print(f"    median of the runs' mean s/step: {shown}")
-    ours = max(v for m, v in medians.items() if m.startswith("async"))
-    peer = max(v for m, v in medians.items() if m.startswith("sync"))
+    ours, peer = best_of_each_side(medians)
+    # the same ratio within each round, whose runs are minutes apart at most: a machine whose speed drifts
+    # over a longer time shows it as a spread here
+    count = len(next(iter(seen.values())))
+    each_round = [best_of_each_side({mode: values[i] for mode, values in seen.items()}) for i in range(count)]
+    round_ratios = [round(a / s, 3) for a, s in each_round]
+    print(f"each round's best async / best sync: {round_ratios}")
     print(json.dumps({"bench": "async_vs_sync", "ours": ours, "peer": peer, "unit": "rollout tokens/s",
-                      "ratio": ours / peer}))  # fmt: skip
+                      "ratio": ours / peer, "round_ratios": round_ratios}))  # fmt: skip
+
+
+def best_of_each_side(rates: dict[str, float]) -> tuple[float, float]:
+    """The asynchronous side's best rate and the synchronous side's."""
+    best = lambda side: max(v for m, v in rates.items() if m.startswith(side))  # noqa: E731
+    return best("async"), best("sync")
 
 
 def main() -> None:

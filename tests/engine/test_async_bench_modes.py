@@ -6,6 +6,7 @@ validated here, for this machine's CPU, a 16-core CPU and a GPU, with the overri
 """
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -57,3 +58,16 @@ def test_without_ray_the_in_process_modes_still_run_on_both_sides(monkeypatch):
     ways = bench.runnable(bench.modes(16, "cuda", "schedule.max_staleness=1"), None)
     assert ways and not any("Ray" in name for name in ways)
     assert {name.split()[0] for name in ways} == {"sync", "async"}
+
+
+def test_the_last_line_pairs_each_side_at_its_best_overall_and_within_each_round(capsys):
+    bench = load_bench()
+    seen = {"sync, 1 thread": [90.0, 100.0, 80.0], "sync, 2 threads": [100.0, 120.0, 90.0],
+            "async, 1 thread each": [130.0, 120.0, 140.0], "async on Ray, 1 actor": [110.0, 150.0, 100.0]}  # fmt: skip
+    timings = {mode: [{"timing/step_s": 0.5}] * 3 for mode in seen}
+    bench.report(seen, timings)
+    last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    # medians: sync 90 / 100, async 130 / 110: each side's best median
+    assert (last["ours"], last["peer"], last["ratio"]) == (130.0, 100.0, 1.3)
+    # round by round: 130/100, 150/120, 140/90
+    assert last["round_ratios"] == [1.3, 1.25, 1.556]
