@@ -256,7 +256,9 @@ class Trainer:
     def own_backends(self) -> list:
         """The backends of the learner's policy made so far: its own (none on Ray), and its sampler when another."""
         own = [self.backend] if self.backend is not None else []
-        return own + [self._sampler] if self._sampler is not None and self._sampler is not self.backend else own
+        if self._sampler is not None and self._sampler is not self.backend:
+            own.append(self._sampler)
+        return own
 
     def sync_samplers(self) -> None:
         """The backend that samples the learner's policy uses its current weights from now on (one not made yet
@@ -318,13 +320,7 @@ class Trainer:
                         training.advance()
                         self.reporter.metrics(step, metrics)
                         last_step = step
-                        if self.cfg.schedule.save_every and step % self.cfg.schedule.save_every == 0:
-                            self.save_checkpoint(step)
-                        if self.resume_checkpoint_due(step):
-                            self.write_resume_checkpoint(step)
-                        limit = self.cfg.schedule.time_limit_s
-                        if limit and time.perf_counter() - started > limit:
-                            self.reporter.log(f"time limit of {limit:g}s reached after step {step}")
+                        if self.after_step(step, started):
                             break
         except stopping.Cancelled:
             self.record_data_stream()
@@ -334,6 +330,18 @@ class Trainer:
         self.record_data_stream()
         self.reporter.status("succeeded", f"{last_step} steps")
         return "succeeded"
+
+    def after_step(self, step: int, started: float) -> bool:
+        """The checkpoints due after step `step`; whether the time limit (counted from `started`) is reached."""
+        if self.cfg.schedule.save_every and step % self.cfg.schedule.save_every == 0:
+            self.save_checkpoint(step)
+        if self.resume_checkpoint_due(step):
+            self.write_resume_checkpoint(step)
+        limit = self.cfg.schedule.time_limit_s
+        if limit and time.perf_counter() - started > limit:
+            self.reporter.log(f"time limit of {limit:g}s reached after step {step}")
+            return True
+        return False
 
     def training_phase(self):
         """The steps as a phase: the state line says how many are done (each step's metrics are its log)."""
