@@ -6,13 +6,16 @@ import os
 import subprocess
 import sys
 import zipfile
+from datetime import timedelta
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from rolloutlab.audit import services
 from rolloutlab.audit.models import AuditRecord, Verification
+from rolloutlab.runs import lifecycle
 from rolloutlab.runs import services as runs
 from rolloutlab.runs.executor import execute
 from rolloutlab.runs.models import Run
@@ -59,6 +62,33 @@ def test_verify_reruns_and_reports_identical(alice, alice_client):
     page = alice_client.get(f"/audit/runs/{run.id}/").content.decode()
     assert "identical:" in page
     assert alice_client.get(f"/api/runs/{run.id}/audit").json()["verifications"][0]["result"]["identical"]
+
+
+def lose(client, run_id: int) -> None:
+    """The rerun's worker stops heartbeating on its only attempt (RUN_MAX_ATTEMPTS 1): the monitor declares the
+    run lost."""
+    assert lifecycle.claim(run_id, "host-a") == 1
+    Run.objects.filter(id=run_id).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
+    assert lifecycle.mark_lost_runs() == [run_id]
+
+
+def cancel_before_it_starts(client, run_id: int) -> None:
+    assert client.post(f"/api/runs/{run_id}/cancel").status_code == 200
+
+
+@pytest.mark.parametrize("end, state", [(cancel_before_it_starts, "cancelled"), (lose, "lost")])
+def test_a_verification_whose_rerun_ends_without_a_worker_gets_its_verdict_at_once(alice, alice_client, settings,
+                                                                                     end, state):  # fmt: skip
+    """A rerun cancelled while queued, or declared lost by the monitor, has no worker left to end it: the move
+    itself settles the verification, which would otherwise stay pending for good."""
+    run = launched(alice)
+    rerun_id = alice_client.post(f"/api/runs/{run.id}/verify").json()["rerun"]
+    settings.RUN_MAX_ATTEMPTS = 1
+    end(alice_client, rerun_id)
+    assert Run.objects.get(id=rerun_id).state == state
+    verification = Verification.objects.get(rerun_id=rerun_id)
+    assert verification.result == {"identical": False, "error": f"the rerun ended {state}"}
+    assert verification.compared_at is not None
 
 
 def test_the_audit_pages_write_nothing_on_get(alice, alice_client):

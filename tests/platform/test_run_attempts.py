@@ -155,6 +155,44 @@ def test_an_attempt_fenced_out_by_a_newer_one_writes_nothing_and_is_told_to_stop
     assert list(run.attempts.values_list("outcome", flat=True)) == ["lost", "succeeded"]
 
 
+def test_a_heartbeat_that_sees_the_attempts_own_final_move_leaves_its_lease_held(run, monkeypatch):
+    """The heartbeat and the flusher run in threads of their own: one that finds the run out of `running` just
+    after the attempt's move to `succeeded` committed, before the reporter heard back, is seeing that move. The
+    attempt must not take itself for fenced out (the executor would then skip what follows a run's end, such as
+    settling a verification)."""
+    lease = Lease(run.id, claimed(run))
+    real_transition, sights = lifecycle.transition, []
+
+    def transition_then_a_beat(*args, **kwargs) -> bool:
+        moved = real_transition(*args, **kwargs)
+        beat = threading.Thread(target=lambda: sights.append(held_in_own_connection(lease)))
+        beat.start(), beat.join(10)
+        return moved
+
+    monkeypatch.setattr(lifecycle, "transition", transition_then_a_beat)
+    PlatformReporter(run.id, lease).status(State.SUCCEEDED, "300 steps")
+    assert sights == [False] and Run.objects.get(id=run.id).state == State.SUCCEEDED
+    assert not lease.lost
+
+
+def test_an_attempts_final_move_refused_because_a_newer_attempt_holds_the_run_loses_its_lease(run):
+    old = Lease(run.id, claimed(run, "host-a"))
+    stop_heartbeating(run)
+    assert lifecycle.mark_lost_runs() == [run.id]
+    assert lifecycle.claim(run.id, "host-b", token(run)) == 2
+    assert not old.lost  # the old attempt has not looked since
+    PlatformReporter(run.id, old).status(State.SUCCEEDED, "300 steps")
+    assert old.lost and Run.objects.get(id=run.id).state == State.RUNNING
+
+
+def held_in_own_connection(lease: Lease) -> bool:
+    try:
+        with transaction.atomic():
+            return lease.hold()
+    finally:
+        connection.close()
+
+
 def test_a_write_under_way_holds_the_requeue_off_until_it_commits_and_none_lands_after_it(run):
     """The lease is checked in the write's own transaction, holding the run's row: the monitor's re-queue waits
     for the write, and the next write of the old attempt finds the run gone."""

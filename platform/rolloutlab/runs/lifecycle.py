@@ -105,6 +105,8 @@ def mark_lost_runs() -> list[int]:
                 moved = lost_worker(run_id, deadline, cause)
             else:
                 moved = transition(run_id, State.LOST, cause, only_from=State.RUNNING) and State.LOST
+            if moved == State.LOST:  # no worker will say it ended: e.g. a verification rerun gets its verdict
+                run_ended.send(sender=Run, run_id=run_id)
             if moved:
                 lost.append(run_id)
                 log.warning("run %s is %s: %s", run_id, "re-queued" if moved == State.QUEUED else "lost", cause)

@@ -97,6 +97,7 @@ class Lease:
     def __init__(self, run_id: int, attempt: int | None = None):
         self.run_id, self.attempt = run_id, attempt
         self._lost = threading.Event()
+        self._ending = False  # this attempt is moving the run to its final state itself
         self._released = False  # this attempt moved the run to its final state itself
 
     @property
@@ -118,13 +119,28 @@ class Lease:
         self.gone()
         return False
 
-    def release(self) -> None:
-        """This attempt ended the run itself: the run leaving `running` is no sign of a newer attempt."""
-        self._released = True
+    def end_with(self, move: Callable[[], bool]) -> bool:
+        """This attempt's own move of the run to a final state; returns whether it moved. From the moment the move
+        may commit, the run leaving `running` is no sign of a newer attempt: a heartbeat or a flush of another
+        thread that sees it then must not lose the lease (the executor would take its own run for fenced and skip
+        what follows its end). A move refused is that sign: the lease is lost."""
+        self._ending = True
+        try:
+            moved = move()
+            self._released = moved  # before `_ending` clears, so that no other thread's gone() falls between
+        finally:
+            self._ending = False
+        if not moved:
+            self._lose()
+        return moved
 
     def gone(self) -> None:
-        """The run is not this attempt's any more (unless it ended it itself)."""
-        if self.attempt is not None and not self._released and not self.lost:
+        """The run is not this attempt's any more (unless it is ending it itself)."""
+        if not self._ending and not self._released:
+            self._lose()
+
+    def _lose(self) -> None:
+        if self.attempt is not None and not self.lost:
             log.warning("run %s: attempt %s no longer holds the run; it stops and writes nothing", self.run_id,
                         self.attempt)  # fmt: skip
             self._lost.set()
@@ -238,14 +254,11 @@ class PlatformReporter:
             return
         # a worker's own report: refused once its attempt no longer holds the run (a re-queued run stays queued)
         only_from = None if self.lease.attempt is None else State.RUNNING
-        moved = self.retry.call(
-            lambda _: lifecycle.transition(self.run_id, state, detail, only_from=only_from, attempt=self.lease.attempt),
-            f"the move to {state}",
-        )
-        if moved:
-            self.lease.release()
-        else:
-            self.lease.gone()
+
+        def move(_try: int) -> bool:
+            return lifecycle.transition(self.run_id, state, detail, only_from=only_from, attempt=self.lease.attempt)
+
+        self.lease.end_with(lambda: self.retry.call(move, f"the move to {state}"))
 
     def artifact(self, path: str, kind: str) -> None:
         digest = sha256_tree(Path(path))

@@ -21,7 +21,7 @@ from rolloutlab.metrics.models import MetricBucket, MetricPoint
 from rolloutlab.outages import require_broker
 from rolloutlab.runs.data_paths import confine
 from rolloutlab.runs.dispatch import revoke, submit
-from rolloutlab.runs.lifecycle import send_again, transition
+from rolloutlab.runs.lifecycle import run_ended, send_again, transition
 from rolloutlab.runs.limits import check_active_runs, over_limits
 from rolloutlab.runs.models import FINAL_STATES, RESUMABLE_STATES, Kind, Run, State, Tag, Transition
 from workers.config import RunConfig, resolve
@@ -83,6 +83,7 @@ def request_cancel(run: Run, user) -> bool:
             return False
     elif transition(run.id, State.CANCELLED, f"cancelled by {user} before it started", only_from=State.QUEUED):
         revoke(run)
+        run_ended.send(sender=Run, run_id=run.id)  # no worker will: e.g. a verification rerun gets its verdict
     elif Run.objects.filter(id=run.id, state=State.RUNNING).update(cancel_requested=True) != 1:
         return False
     activity.note(user, "cancelled", run.project, activity.run_subject(run))
