@@ -9,7 +9,7 @@ import zipfile
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -62,6 +62,24 @@ def test_verify_reruns_and_reports_identical(alice, alice_client):
     page = alice_client.get(f"/audit/runs/{run.id}/").content.decode()
     assert "identical:" in page
     assert alice_client.get(f"/api/runs/{run.id}/audit").json()["verifications"][0]["result"]["identical"]
+
+
+def test_a_database_blip_as_a_verification_rerun_ends_delays_its_verdict_and_loses_nothing(alice, alice_client,
+                                                                                             monkeypatch):  # fmt: skip
+    run = launched(alice)
+    rerun_id = alice_client.post(f"/api/runs/{run.id}/verify").json()["rerun"]
+    real_compare, tries = services.compare_runs, []
+
+    def compare_after_a_blip(*args):
+        tries.append(args)
+        if len(tries) == 1:
+            raise OperationalError("the connection was closed: the database is restarting")
+        return real_compare(*args)
+
+    monkeypatch.setattr(services, "compare_runs", compare_after_a_blip)
+    assert execute(rerun_id) == "succeeded"
+    assert tries == [(run.id, rerun_id)] * 2
+    assert Verification.objects.get(rerun_id=rerun_id).result["identical"]
 
 
 def lose(client, run_id: int) -> None:

@@ -27,7 +27,7 @@ from django.db import close_old_connections, connection
 from rolloutlab.runs import lifecycle, limits, resume
 from rolloutlab.runs.limits import time_limit_message
 from rolloutlab.runs.models import Run, State
-from rolloutlab.runs.reporter import Heartbeat, Lease, PlatformReporter
+from rolloutlab.runs.reporter import Heartbeat, Lease, PlatformReporter, Retrying
 from workers import stopping
 from workers.checkpoint import ResumePoint, discard
 from workers.config import RunConfig
@@ -53,7 +53,7 @@ def execute(run_id: int, wall_time_s: int | None = None, token: str | None = Non
     except Exception as exc:  # noqa: BLE001 - e.g. a config this worker's code no longer reads: the run fails
         log.exception("run %s could not begin", run_id)
         lifecycle.transition(run_id, State.FAILED, f"{type(exc).__name__}: {exc}", attempt=attempt)
-        lifecycle.run_ended.send(sender=Run, run_id=run_id)
+        announce_end(run_id)
         return State.FAILED
     lease = Lease(run_id, attempt)
     heartbeat = Heartbeat(lease).start()
@@ -80,11 +80,17 @@ def execute(run_id: int, wall_time_s: int | None = None, token: str | None = Non
         reporter.close()
     if lease.lost:  # its attempt was closed by whoever took the run over, and the run is not done
         return "fenced"
-    lifecycle.run_ended.send(sender=Run, run_id=run_id)  # e.g. the audit completes a verification rerun
+    announce_end(run_id)
     final = Run.objects.filter(id=run_id).values_list("state", flat=True).first()
     if final == State.SUCCEEDED:  # a finished run is never resumed: its checkpoint would only take disk
         discard(artifacts)
     return final or "deleted"  # a run deleted while it ran (an admin's cleanup) has no state left
+
+
+def announce_end(run_id: int) -> None:
+    """run_ended, retried through a database blip as the reporter's writes are: its receivers act once, here
+    (the audit compares a verification rerun with its original), so an error would leave that undone for good."""
+    Retrying().call(lambda _: lifecycle.run_ended.send(sender=Run, run_id=run_id), "the run's end")
 
 
 def begin(run_id: int, attempt: int) -> tuple[RunConfig, Path, ResumePoint | None, str]:
