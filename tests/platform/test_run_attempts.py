@@ -185,6 +185,14 @@ def test_an_attempts_final_move_refused_because_a_newer_attempt_holds_the_run_lo
     assert old.lost and Run.objects.get(id=run.id).state == State.RUNNING
 
 
+def test_a_report_after_the_attempts_own_final_move_is_refused_and_leaves_its_lease_held(run):
+    lease = Lease(run.id, claimed(run))
+    reporter = PlatformReporter(run.id, lease)
+    reporter.status(State.SUCCEEDED, "300 steps")
+    reporter.status(State.FAILED, "an error after the end")  # e.g. raised by what follows the trainer's last report
+    assert Run.objects.get(id=run.id).state == State.SUCCEEDED and not lease.lost
+
+
 def held_in_own_connection(lease: Lease) -> bool:
     try:
         with transaction.atomic():

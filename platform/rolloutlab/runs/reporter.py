@@ -97,8 +97,7 @@ class Lease:
     def __init__(self, run_id: int, attempt: int | None = None):
         self.run_id, self.attempt = run_id, attempt
         self._lost = threading.Event()
-        self._ending = False  # this attempt is moving the run to its final state itself
-        self._released = False  # this attempt moved the run to its final state itself
+        self._released = False  # this attempt is moving, or has moved, the run to its final state itself
 
     @property
     def lost(self) -> bool:
@@ -124,19 +123,19 @@ class Lease:
         may commit, the run leaving `running` is no sign of a newer attempt: a heartbeat or a flush of another
         thread that sees it then must not lose the lease (the executor would take its own run for fenced and skip
         what follows its end). A move refused is that sign: the lease is lost."""
-        self._ending = True
+        ended_before = self._released  # a later report (a failure after success) moves nothing and loses nothing
+        self._released, moved = True, False  # from before the move may commit until its answer is known
         try:
             moved = move()
-            self._released = moved  # before `_ending` clears, so that no other thread's gone() falls between
         finally:
-            self._ending = False
-        if not moved:
+            self._released = ended_before or moved
+        if not self._released:
             self._lose()
         return moved
 
     def gone(self) -> None:
         """The run is not this attempt's any more (unless it is ending it itself)."""
-        if not self._ending and not self._released:
+        if not self._released:
             self._lose()
 
     def _lose(self) -> None:
