@@ -3,7 +3,7 @@
 DARS spends extra rollouts, so the comparison is pass@1 against counters/rollout_tokens: the
 "tokens to pass@1" column, not the final pass@1 at equal steps.
 
-python examples/sweep_dars.py      # 6 runs (the grpo ones are shared with the other method sweeps)
+python examples/sweep_dars.py --seeds 5      # 15 runs (the grpo ones are shared with the other method sweeps)
 """
 
 from pathlib import Path
@@ -14,6 +14,8 @@ BASE = Path(__file__).with_name("preset-corrections.yaml")
 OBSERVABLE = "pipeline/control/extra_rollouts"
 VARIANTS = {
     "grpo": (["method=grpo"], OBSERVABLE),
+    # the preset's advantage without the std division (the authors' grpo_use_std=False): the base DARS changes
+    "grpo (no std)": (["method=grpo", "advantage.scale=none"], OBSERVABLE),
     "dars": (["method=dars"], OBSERVABLE),
 }
 

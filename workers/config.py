@@ -589,9 +589,17 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
         {"control": {"name": "siri"}, "objective": {"clip_low": 0.2, "clip_high": 0.28}},
     ),
     "dars": (
-        "GRPO whose low-accuracy prompts get extra rollouts in further stages, up to the cumulative advantage of "
-        "a prompt at accuracy 0.5 (DARS, equal-treatment schedule).",
-        {"control": {"name": "dars"}},
+        "GRPO without the std division whose low-accuracy prompts get one stage of extra rollouts, up to the "
+        "cumulative advantage of a prompt at accuracy 0.5; merged groups all right or all wrong are dropped "
+        "(DARS, equal-treatment schedule).",
+        # Yang et al. 2025 and the authors' code (yangzhch6/DARS, ray_dars_trainer.py): one second stage of
+        # rollouts, the merged groups whose accuracy is 0 or 1 dropped (dynamic sampling, one round), and every
+        # experiment with grpo_use_std=False, which sets both the advantage and the schedule's mass.
+        {
+            "control": {"name": "dars", "mass": "without-std", "stages": 2},
+            "filter": {"name": "dynamic-sampling", "max_rounds": 1},
+            "advantage": {"scale": "none"},
+        },
     ),
     "xrpo": (
         "Rounds of extra rollouts to the prompts whose mean reward is most uncertain, and GRPO's advantage "
@@ -630,6 +638,15 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
         # a policy lag; this synchronous trainer gets it by a second pass over the batch, with one minibatch so
         # that each group's baseline sees all of its samples.
         {"objective": {"name": "variance-controlled"}, "schedule": {"updates_per_batch": 2}},
+    ),
+    "ppo-ewma": (
+        "GRPO's clip against a proximal policy that is an average of the policy's recent weights, each token "
+        "weighted by the proximal over the sampling policy's probability, the Missing-Old-Logits repair for "
+        "asynchronous and replayed rollouts (PPO-EWMA).",
+        # Guan et al. 2026, "Missing Old Logits in Asynchronous Agentic RL" (abstract: "we adopt a revised
+        # PPO-EWMA method"), on Hilton et al. 2021's PPO-EWMA. It acts whenever the average lags the policy; the
+        # regime it is for is the asynchronous trainer's (schedule.max_staleness), which the card's sweep sets.
+        {"objective": {"name": "ewma-proximal"}},
     ),
     "fiberpo": (
         "GRPO's token clip gated at two levels, on each completion's length-normalised ratio (GSPO's narrow range) "

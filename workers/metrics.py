@@ -16,16 +16,25 @@ IS_WEIGHT_MEAN = "policy/is_weight_mean"  # mean weight applied to a loss token,
 IS_OVER_BOUND = "policy/is_over_bound"  # share of loss tokens whose weight was over objective.is_bound
 
 # MinPRO: the prefix-minimum ratio
-PREFIX_MIN_RATIO_MEAN = "policy/prefix_min_ratio_mean"  # mean over loss tokens of min_{j<=t} rho_j
+PREFIX_MIN_RATIO_MEAN = "policy/prefix_min_ratio_mean"  # mean over loss tokens of min_{j<t} rho_j (1 at the first)
 PREFIX_MIN_BELOW_TOKEN = "policy/prefix_min_below_token"  # share of loss tokens whose prefix minimum < own ratio
 
 # how far off-policy an optimizer step is, written for every objective (workers/pipeline/objective/base.py:
 # off_policy_stats); averaged over the step's optimizer steps like every policy/ metric
-ESS = "policy/ess"  # (sum w)^2 / (n sum w^2) of the sequence weights w = pi / pi_old, in (0, 1]: 1 on-policy
+ESS = "policy/ess"  # (sum w)^2 / (n sum w^2) of the sequence weights w = pi / pi_behaviour, in (0, 1]: 1 on-policy
 TOKEN_RATIO_MEAN = "policy/token_ratio/mean"  # mean over loss tokens of pi / pi_old
 TOKEN_RATIO_MAX = "policy/token_ratio/max"  # the largest token ratio of the optimizer step
 TOKEN_RATIO_MIN = "policy/token_ratio/min"  # the smallest
 TOKEN_RATIO_OUTSIDE = "policy/token_ratio/outside_0.8_1.2"  # share of loss tokens whose ratio left [0.8, 1.2]
+
+# the decoupled correction of rows an older policy sampled (replayed, continued, asynchronous; base.TokenClip):
+# the clip's ratio is pi / pi_prox, and min(pi_prox / pi_behaviour, C) weighs the row's tokens
+STALE_ROWS = "policy/stale_rows"  # share of the optimizer step's loss rows sampled by an older policy version
+STALE_IS_WEIGHT_MEAN = "policy/stale_is_weight_mean"  # mean weight over those rows' loss tokens, after the bound
+STALE_IS_OVER_BOUND = "policy/stale_is_over_bound"  # share of those tokens whose weight was over the bound
+
+# the proximal policy of PPO-EWMA (workers/pipeline/objective/proximal.py): the EWMA of the weights
+PROXIMAL_LAG = "policy/proximal_lag_kl"  # k3 of the proximal policy against the current one, over loss tokens
 
 # VCPO: what the ESS does to the step
 STEP_SCALE = "policy/step_scale"  # the factor the learning rate of this optimizer step was multiplied by

@@ -61,17 +61,29 @@ def kl_off(cfg, value: Any) -> str | None:
     return "cannot act: objective.kl_coef = 0, so the loss has no KL term; give it a weight > 0 (e.g. 0.001)"
 
 
+def fresh_rows_only(cfg, value: Any) -> str | None:
+    """Only a row an older policy sampled is weighted pi_prox / pi_behaviour: without replay, continued rows or an
+    asynchronous trainer, every row trains in the step that sampled it."""
+    if reuses_samples(cfg) or cfg.schedule.max_staleness:
+        return None
+    return (
+        "cannot act: every row trains in the step that sampled it (no replay, no continued rows, "
+        "schedule.max_staleness unset), so no row is stale"
+    )
+
+
 # marker -> the test: (cfg, the knob's value) -> why the knob cannot act here, or None
 CONDITIONS: dict[str, Callable[[Any, Any], str | None]] = {
     "off-policy": on_policy,
     "within-updates": past_the_run,
     "kl-on": kl_off,
+    "stale-rows": fresh_rows_only,
 }
 
 # Conditions on a knob whose default is harmless: checked only when the knob is moved off its default,
 # so that every run at kl_coef 0 is not told about its default estimator. (Not "when the config sets
 # it": the launch form and a stored config spell out every knob.)
-CHECKED_OFF_DEFAULT = {"kl-on"}
+CHECKED_OFF_DEFAULT = {"kl-on", "stale-rows"}
 
 
 def component_warnings(cfg) -> list[str]:

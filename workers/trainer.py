@@ -39,7 +39,7 @@ from workers.models.policy import load_policy
 from workers.packing import length_buckets
 from workers.pipeline.batch import RolloutBatch
 from workers.pipeline.history import PromptHistory
-from workers.pipeline.objective.base import KL_ESTIMATORS, aggregator, off_policy_stats
+from workers.pipeline.objective.base import KL_ESTIMATORS, aggregator, k3_kl, off_policy_stats
 from workers.pipeline.stages import LossInputs, StageContext, build_stages
 from workers.reporting import Reporter
 from workers.rollout import SamplingParams, build_backend
@@ -657,6 +657,7 @@ class Trainer:
         model, schedule = self.policy.model, self.cfg.schedule
         rows = batch.in_loss.nonzero().flatten()  # samples left out of the loss cost no compute
         inputs = self.training_inputs(batch, rows)
+        inputs["staleness"] = self.row_staleness(batch, rows, learner_version=step - 1)
         if entropies is not None:
             entropies.locate(rows)
         passes = [
@@ -667,8 +668,10 @@ class Trainer:
         stats: dict[str, list[float]] = {}
         if self.recompute_old_logprobs and len(rows):
             stats[metric.SAMPLER_LOGPROB_DIFF] = [self.recompute_old(inputs, passes[0], entropies)]
-        elif entropies is not None:
-            self.entropies_before_update(inputs, passes[0][0], entropies)
+        else:
+            self.recompute_stale_old(inputs, passes[0])
+            if entropies is not None:
+                self.entropies_before_update(inputs, passes[0][0], entropies)
         first_update, done = (step - 1) * self.updates_per_step(), 0
         for i, chunk in enumerate(chunk for chunks in passes for chunk in chunks):
             stopping.checkpoint()
@@ -699,6 +702,23 @@ class Trainer:
         mask = inputs["mask"]
         inputs["old_logprobs"] = recomputed * mask
         return float(((recomputed - sampler).abs() * mask).sum() / mask.sum().clamp(min=1))
+
+    def recompute_stale_old(self, inputs, chunks) -> None:
+        """pi_old of the rows an older policy sampled, recomputed by the learner before any update, where the
+        sampler's numbers are otherwise carried: those rows take the decoupled form (objective.base.TokenClip),
+        whose clip is against this proximal policy and whose weight is pi_prox / pi_behaviour, so their weight
+        is the one a recomputing run gives them. Fresh rows keep the sampler's numbers. Each chunk of the first
+        pass keeps its own stale rows, so the forwards are the minibatches' size."""
+        stale = inputs["staleness"] > 0  # (B,)
+        if self.stages.objective.proximal is None and bool(stale.any()):
+            self.recompute_old(inputs, [chunk[stale[chunk.to(stale.device)].cpu()] for chunk in chunks])
+
+    @staticmethod
+    def row_staleness(batch: RolloutBatch, rows: torch.Tensor, learner_version: int) -> torch.Tensor:
+        """(B,) long: versions between the learner and the policy that sampled each of `rows` (0 when unstamped)."""
+        if batch.versions is None:
+            return torch.zeros(len(rows), dtype=torch.long)
+        return (learner_version - batch.versions[rows.to(batch.versions.device)]).clamp(min=0).cpu()
 
     @torch.no_grad()
     def entropies_before_update(self, inputs, first_chunk: torch.Tensor, entropies: UpdateEntropies) -> None:
@@ -837,7 +857,7 @@ class Trainer:
             self.policy.model, inputs, chunk, with_entropy=wants_entropy_grad, record=entropies
         )
         aggregate = aggregator(cfg.aggregation, mask, self.cfg.rollout.max_new_tokens)
-        old = inputs["old_logprobs"][chunk]
+        old, proximal_stats = self.proximal_logprobs(inputs, chunk, logprobs)
         loss_inputs = LossInputs(
             logprobs,
             old,
@@ -846,10 +866,11 @@ class Trainer:
             aggregate,
             sampler_logprobs=inputs["sampler_logprobs"][chunk],
             group=inputs["group"][chunk],
+            staleness=inputs["staleness"][chunk.cpu()],
         )
         out = self.stages.objective(loss_inputs)
         loss = out.loss
-        stats = {**off_policy_stats(loss_inputs), **out.stats}
+        stats = {**off_policy_stats(loss_inputs), **out.stats, **proximal_stats}
         if self.reference is not None:
             kl = KL_ESTIMATORS[cfg.kl_estimator](logprobs, inputs["ref_logprobs"][chunk])  # (B, T)
             loss = loss + cfg.kl_coef * aggregate(kl)
@@ -867,6 +888,8 @@ class Trainer:
         stats[metric.LR] = lr
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.stages.objective.proximal is not None:
+            self.stages.objective.proximal.advance(self.policy.model)
         with torch.no_grad():
             log_ratio = old - logprobs.detach()
             stats[metric.APPROX_KL] = float(aggregate(torch.exp(-log_ratio) - 1 + log_ratio))
@@ -874,6 +897,19 @@ class Trainer:
                 stats[metric.ENTROPY] = float(aggregate(-logprobs.detach()))  # sampled-token estimate
         stats.update({metric.LOSS: float(loss.detach()), metric.GRAD_NORM: float(grad_norm)})
         return stats
+
+    @torch.no_grad()
+    def proximal_logprobs(self, inputs, chunk: torch.Tensor, logprobs: torch.Tensor) -> tuple[torch.Tensor, dict]:
+        """(B, T) pi_prox of the rows `chunk`: the objective's own proximal policy's (PPO-EWMA), from a forward of
+        its network now; else pi_old as update() left it. And how far the proximal policy lags the current one."""
+        proximal = self.stages.objective.proximal
+        if proximal is None:
+            return inputs["old_logprobs"][chunk], {}
+        mask = inputs["mask"][chunk]
+        network = proximal.network(self.policy.model)
+        old = self.token_logprobs(network, inputs, chunk)[0] * mask
+        lag = k3_kl(logprobs.detach(), old)  # (B, T) KL(pi || pi_prox)
+        return old, {metric.PROXIMAL_LAG: float((lag * mask).sum() / mask.sum().clamp(min=1))}
 
     # ------------------------------------------------------------------ phase: evaluate
     @torch.no_grad()

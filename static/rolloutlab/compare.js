@@ -83,7 +83,7 @@
       tr.dataset.group = row.group;
       const cells = [
         row.group, `${row.scored}/${row.runs}${row.running ? ` (${row.running} running)` : ""}`, fmt(row.mean),
-        row.iqm === undefined ? "—" : `${fmt(row.iqm)} [${fmt(row.iqm_low)}, ${fmt(row.iqm_high)}]`,
+        row.iqm === undefined ? "—" : `${fmt(row.iqm)} [${fmt(row.iqm_low)}, ${fmt(row.iqm_high)}] · ${row.interval_note}`,
         row.p_improvement === undefined ? (row.group === data.view.baseline ? "baseline" : "—") : `${fmt(row.p_improvement, 2)} [${fmt(row.p_low, 2)}, ${fmt(row.p_high, 2)}]`,
       ];
       for (const text of cells) tr.insertCell().textContent = text;

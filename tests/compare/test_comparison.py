@@ -76,6 +76,16 @@ def test_groups_get_bands_and_the_table_its_statistics(project):
     assert rows["grpo"]["p_improvement"] == pytest.approx(14 / 16)
     assert rows["grpo"]["p_low"] <= 14 / 16 <= rows["grpo"]["p_high"]
     assert "p_improvement" not in rows["rloo"]  # the baseline itself
+    # four runs: the interval is their range, and the table says so beside it
+    assert (rows["grpo"]["iqm_low"], rows["grpo"]["iqm_high"]) == (0.5, 0.875)
+    assert rows["grpo"]["interval_note"].startswith("4 runs: below 5 the interval is the runs' own range")
+
+
+def test_from_five_runs_the_interval_is_narrower_than_their_range_and_the_note_only_counts_them(project):
+    runs = [make_run(project, "grpo", s, lambda t, s=s: 0.5 + 0.125 * s, 10, steps=20) for s in range(5)]
+    (row,) = build_comparison(View(runs=[r.id for r in runs], metrics=["reward/mean"]), project.owner)["table"]
+    assert 0.5 < row["iqm_low"] and row["iqm_high"] < 1.0
+    assert row["interval_note"] == "5 runs"
 
 
 def test_the_config_diff_shows_only_the_knobs_that_differ(project):

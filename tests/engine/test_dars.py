@@ -11,8 +11,9 @@ from workers.config import resolve
 from workers.pipeline.advantage import ADVANTAGES
 from workers.pipeline.batch import RolloutBatch
 from workers.pipeline.control import CONTROLLERS
-from workers.pipeline.control.dars import equal_treatment_size, hardness_weighted_size
+from workers.pipeline.control.dars import target_size
 from workers.pipeline.history import PromptHistory
+from workers.pipeline.stages import build_stages
 from workers.reporting import MemoryReporter
 from workers.trainer import Trainer
 
@@ -61,14 +62,55 @@ def test_a_grown_group_gets_the_advantages_it_would_get_sampled_at_once():
 
 
 def test_the_schedules_match_the_cumulative_advantage_they_aim_at():
-    def mass(n, accuracy):  # GRPO's sum of |A| over a group of n at this accuracy
-        return 2 * n * math.sqrt(accuracy * (1 - accuracy))
+    masses = {  # the sum of |A| over a group of n at this accuracy, and its value at accuracy 0.5
+        "with-std": lambda n, a: 2 * n * math.sqrt(a * (1 - a)),  # GRPO's advantage, divided by the std
+        "without-std": lambda n, a: 2 * n * a * (1 - a),  # r - mean (the authors' experiments)
+    }
+    for name, mass in masses.items():
+        peak = mass(8, 0.5)
+        for accuracy in (0.05, 0.1, 0.25, 0.4, 0.5):
+            equal = target_size(accuracy, 8, "equal-treatment", name)
+            weighted = target_size(accuracy, 8, "hardness-weighted", name)
+            assert mass(equal, accuracy) == pytest.approx(peak)  # the mass of 8 samples at accuracy 0.5
+            assert mass(weighted, accuracy) == pytest.approx(2 * (1 - accuracy) * peak)
+            assert weighted >= equal - 1e-9
+        # an all-wrong prompt is taken at accuracy 0.5 / G, as the authors' code does: a finite target
+        assert target_size(0.0, 8, "equal-treatment", name) == target_size(0.5 / 8, 8, "equal-treatment", name)
+    # the authors' closed forms without the std: ET N / (4 a (1 - a)), HW N / (2 a)
+    assert target_size(0.25, 8, "equal-treatment", "without-std") == pytest.approx(8 / (4 * 0.25 * 0.75))
+    assert target_size(0.25, 8, "hardness-weighted", "without-std") == pytest.approx(8 / (2 * 0.25))
 
-    for accuracy in (0.05, 0.1, 0.25, 0.4, 0.5):
-        assert mass(equal_treatment_size(accuracy, 8), accuracy) == pytest.approx(8)  # 8 samples at accuracy 0.5
-        assert mass(hardness_weighted_size(accuracy, 8), accuracy) == pytest.approx(2 * (1 - accuracy) * 8)
-        assert hardness_weighted_size(accuracy, 8) >= equal_treatment_size(accuracy, 8) - 1e-9
-    assert equal_treatment_size(0.0, 8) == math.inf
+
+def test_without_the_std_the_schedule_asks_what_the_authors_code_asks_and_not_the_std_forms_counts():
+    # G = 4 at accuracies 0, 1/4, 2/4. The authors' equal-treatment without std: an all-wrong prompt at a = 1/8
+    # targets 2 / (2 (1/8)(7/8)) = 9.14, so 6 more; 1/4 targets 2 / (2 (1/4)(3/4)) = 5.33, so 2 more.
+    # The std form (this component's only one before) asked the cap for the all-wrong prompt and 1 for 1/4.
+    batch = with_accuracies([0, 1, 2])
+    assert dars(schedule="equal-treatment", mass="without-std").extend(Ctx(), batch, 1) == [6, 2, 0]
+    assert dars(schedule="hardness-weighted", mass="without-std").extend(Ctx(), batch, 1) == [12, 4, 0]
+    assert dars(schedule="equal-treatment", mass="with-std").extend(Ctx(), batch, 1) == [3, 1, 0]
+
+
+def test_the_preset_drops_merged_groups_that_are_all_right_or_all_wrong():
+    # after the extras are merged: an all-wrong group of 16 beside an informative group of 5 and an all-right
+    # one of 4. Kept, the all-wrong group would shrink the step's update to 5/21 of its size (sequence-mean).
+    merged = with_accuracies([0, 2, 4], size=4)
+    merged = merged.add_to_groups([0, 1], with_grown_extras(merged, {0: (12, 0), 1: (1, 0)}))
+    assert merged.group_sizes == [16, 5, 4]
+    cfg = resolve({"method": "dars"})
+    assert build_stages(cfg).filter(merged, Ctx()) == [1]
+    assert merged.notes[0]["filter"].startswith("dropped") and merged.notes[16]["filter"] == "kept"
+    assert build_stages(resolve({"control": {"name": "dars"}})).filter(merged, Ctx()) == [0, 1, 2]  # the old preset
+    assert cfg.advantage.scale == "none" and cfg.control.mass == "without-std" and cfg.control.stages == 2
+
+
+def with_grown_extras(batch: RolloutBatch, extras: dict[int, tuple[int, int]]) -> RolloutBatch:
+    """Extra samples for some groups of `batch`: {group: (count, correct among them)}."""
+    extra = scored([count for count, _ in extras.values()], seed=2)
+    extra.correct = torch.tensor([i < right for count, right in extras.values() for i in range(count)])
+    extra.rewards = extra.correct.float()
+    extra.examples = [batch.examples[g] for g in extras]
+    return extra
 
 
 class Ctx:
@@ -93,16 +135,16 @@ def dars(**control):
 
 def test_only_low_accuracy_prompts_get_extras_and_harder_ones_more():
     batch = with_accuracies([0, 1, 2, 4])  # accuracy 0, 0.25, 0.5, 1
-    equal = dars(schedule="equal-treatment").extend(Ctx(), batch, 1)
-    # all wrong: up to the cap of 4 + 12; 1/4: ceil(4 / (2 sqrt(3/16))) = 5 in all, 1 more; 0.5 and 1: none
-    assert equal == [12, 1, 0, 0]
-    weighted = dars(schedule="hardness-weighted")
-    assert weighted.extend(Ctx(), batch, 1) == [12, 3, 0, 0]  # 1/4: ceil(4 sqrt(3)) = 7 in all
-    assert weighted.metrics() == {"pipeline/control/extra_rollouts": 15.0, "pipeline/control/hard_prompts": 2.0}
+    equal = dars(schedule="equal-treatment", mass="with-std").extend(Ctx(), batch, 1)
+    # all wrong, at 1/8: ceil(4 / (2 sqrt(7/64))) = 7 in all, 3 more; 1/4: ceil(4 / (2 sqrt(3/16))) = 5, 1 more
+    assert equal == [3, 1, 0, 0]
+    weighted = dars(schedule="hardness-weighted", mass="with-std")
+    assert weighted.extend(Ctx(), batch, 1) == [7, 3, 0, 0]  # 1/8: ceil(4 sqrt(7)) = 11; 1/4: ceil(4 sqrt(3)) = 7
+    assert weighted.metrics() == {"pipeline/control/extra_rollouts": 10.0, "pipeline/control/hard_prompts": 2.0}
 
 
 def test_later_stages_reestimate_the_accuracy_from_the_grown_group():
-    controller = dars(schedule="hardness-weighted")
+    controller = dars(schedule="hardness-weighted", mass="with-std")
     batch = with_accuracies([1], size=7)  # 1/4 grew to 7 and the 3 extras were wrong: 1/7
     assert controller.extend(Ctx(), batch, 2) == [math.ceil(4 * math.sqrt(6)) - 7]
     assert controller.extend(Ctx(), with_accuracies([3], size=8), 2) == [0]  # 3/8: 4 sqrt(5/3) < 8
@@ -110,8 +152,8 @@ def test_later_stages_reestimate_the_accuracy_from_the_grown_group():
 
 def test_extras_respect_the_per_prompt_cap_and_the_step_budget():
     batch = with_accuracies([0, 0, 1, 3])
-    assert dars(max_extra=2).extend(Ctx(), batch, 1) == [2, 2, 1, 0]
-    tight = dars(schedule="hardness-weighted", extra_budget=0.25)  # 4 extras a step, 27 asked
+    assert dars(max_extra=2).extend(Ctx(), batch, 1) == [2, 2, 2, 0]
+    tight = dars(schedule="hardness-weighted", extra_budget=0.25)  # 4 extras a step, 28 asked
     first = tight.extend(Ctx(), batch, 1)
     assert sum(first) == 4 and first[0] >= first[2] and first[1] >= first[2] and first[3] == 0
     assert tight.extend(Ctx(), with_accuracies([0, 0, 1, 3]), 2) == [0, 0, 0, 0]  # the step's budget is spent

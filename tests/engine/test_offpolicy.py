@@ -38,7 +38,7 @@ ONES = torch.ones(2, 5)
 
 def test_tis_truncates_each_token_weight_exactly_at_the_bound():
     tis = objective(**TIS)
-    weight, stats = tis.weights(loss_inputs(OLD, OLD, ONES, torch.ones(2), SAMPLER))
+    weight, stats = tis.behaviour_weights(loss_inputs(OLD, OLD, ONES, torch.ones(2), SAMPLER))
     expected = torch.tensor([[0.5, 1.5, 1.9, 2.0, 2.0], [1.0, 1.2, 0.8, 1.0, 1.0]])
     torch.testing.assert_close(weight, expected)
     assert stats[metrics.IS_OVER_BOUND] == pytest.approx(2 / 10)
@@ -62,7 +62,7 @@ def test_tis_mask_mode_zeroes_the_tokens_over_the_bound_and_their_gradient():
     tis = objective(**TIS, is_mode="mask")
     new = OLD.clone().requires_grad_(True)
     x = loss_inputs(new, OLD, ONES, torch.tensor([1.0, 1.0]), SAMPLER)
-    weight, _ = tis.weights(x)
+    weight, _ = tis.behaviour_weights(x)
     torch.testing.assert_close(weight, torch.tensor([[0.5, 1.5, 1.9, 0.0, 0.0], [1.0, 1.2, 0.8, 1.0, 1.0]]))
     tis(x).loss.backward()
     assert (new.grad[0, 3:] == 0).all()
@@ -73,8 +73,8 @@ def test_tis_sequence_level_weight_is_the_product_of_the_token_weights_over_the_
     mask = torch.tensor([[1.0, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
     token_w = torch.tensor([[1.2, 1.5, 1.1, 50.0, 50.0], [1.5, 1.5, 1.5, 1.0, 1.0]])  # padding ignored
     x = loss_inputs(OLD, OLD, mask, torch.ones(2), OLD - token_w.log())
-    truncate, _ = objective(**TIS, is_level="sequence").weights(x)
-    masked, _ = objective(**TIS, is_level="sequence", is_mode="mask").weights(x)
+    truncate, _ = objective(**TIS, is_level="sequence").behaviour_weights(x)
+    masked, _ = objective(**TIS, is_level="sequence", is_mode="mask").behaviour_weights(x)
     assert truncate[0, :3].tolist() == pytest.approx([1.2 * 1.5 * 1.1] * 3, rel=1e-5)  # 1.98: under the bound
     assert truncate[1].tolist() == pytest.approx([2.0] * 5)  # 1.5^3 = 3.375, truncated for every token
     assert masked[0, :3].tolist() == pytest.approx([1.98] * 3, rel=1e-5)
@@ -82,7 +82,7 @@ def test_tis_sequence_level_weight_is_the_product_of_the_token_weights_over_the_
 
 
 def test_tis_weights_are_one_when_the_sampler_agrees_with_the_trainer():
-    weight, stats = objective(**TIS).weights(loss_inputs(OLD, OLD, ONES, torch.ones(2), OLD.clone()))
+    weight, stats = objective(**TIS).behaviour_weights(loss_inputs(OLD, OLD, ONES, torch.ones(2), OLD.clone()))
     assert (weight == 1).all() and stats[metrics.IS_WEIGHT_MEAN] == 1.0
 
 
@@ -117,28 +117,56 @@ LOG_RATIO = torch.tensor(
 MINPRO_MASK = torch.tensor([[1.0, 1, 1, 1, 1, 0], [1, 1, 0, 1, 1, 1]])
 
 
-def test_minpro_ratio_is_the_running_minimum_of_the_token_ratios_over_the_loss_tokens():
+def test_minpro_ratio_is_the_tokens_own_ratio_times_the_smallest_ratio_before_it():
     old = torch.full((2, 6), -1.0)
     ratio = objective(name="min-prefix-ratio").ratio(loss_inputs(old + LOG_RATIO, old, MINPRO_MASK, torch.ones(2)))
-    unpadded = torch.cummin(LOG_RATIO[0, :5].exp(), dim=0).values
-    torch.testing.assert_close(ratio[0, :5], unpadded)
     for b in range(2):  # a plain loop over the tokens in the loss
-        running = math.inf
+        smallest_before = math.inf
         for t in range(6):
             if MINPRO_MASK[b, t]:
-                running = min(running, math.exp(LOG_RATIO[b, t]))
-                assert ratio[b, t].item() == pytest.approx(running, rel=1e-6)
-    assert ratio[1, 3].item() == pytest.approx(math.exp(0.1))  # the masked -0.4 did not lower it
+                own = math.exp(LOG_RATIO[b, t])
+                prefix = 1.0 if smallest_before == math.inf else smallest_before  # the first token: its own alone
+                assert ratio[b, t].item() == pytest.approx(prefix * own, rel=1e-6)
+                smallest_before = min(smallest_before, own)
+    assert ratio[1, 3].item() == pytest.approx(math.exp(0.1) * math.exp(0.2))  # the masked -0.4 did not count
 
 
-def test_minpro_gradient_reaches_each_token_scaled_by_its_prefix_minimum():
+def test_minpro_differs_from_the_running_minimum_that_replaced_the_tokens_own_ratio():
+    # row 0 at token 4: before it the smallest ratio is exp(-0.5), its own exp(0.2). The paper's form gives
+    # exp(-0.3) = 0.74; the former form (prefix = inclusive) gave the running minimum itself, exp(-0.5) = 0.61.
+    old = torch.full((2, 6), -1.0)
+    x = loss_inputs(old + LOG_RATIO, old, MINPRO_MASK, torch.ones(2))
+    paper = objective(name="min-prefix-ratio").ratio(x)
+    inclusive = objective(name="min-prefix-ratio", prefix="inclusive").ratio(x)
+    assert paper[0, 4].item() == pytest.approx(math.exp(-0.3))
+    assert inclusive[0, 4].item() == pytest.approx(math.exp(-0.5))
+    # token 2 of row 0: its own ratio exp(0.3) after exp(-0.2); inside the clip for the paper, clipped before
+    assert paper[0, 2].item() == pytest.approx(math.exp(0.1))
+    assert inclusive[0, 2].item() == pytest.approx(math.exp(-0.2))
+
+
+def test_with_a_negative_advantage_a_low_ratio_early_no_longer_gates_every_later_token():
+    # one completion, A < 0, clip 0.2: token 0's ratio is 0.7 (below 0.8); the later tokens' own ratios are 1.3.
+    # The former running minimum held 0.7 for every later token: all clipped, no gradient after token 0. The
+    # paper's form gives them 0.7 x 1.3 = 0.91, inside the clip: they keep their gradient.
+    old = torch.full((1, 4), -1.0)
+    new = (old + torch.tensor([[math.log(0.7), math.log(1.3), math.log(1.3), math.log(1.3)]])).requires_grad_(True)
+    mask, adv = torch.ones(1, 4), torch.tensor([-1.0])
+    objective(name="min-prefix-ratio")(loss_inputs(new, old, mask, adv)).loss.backward()
+    assert (new.grad[0, 1:] != 0).all() and new.grad[0, 0] == 0
+    former = new.detach().clone().requires_grad_(True)
+    objective(name="min-prefix-ratio", prefix="inclusive")(loss_inputs(former, old, mask, adv)).loss.backward()
+    assert (former.grad == 0).all()
+
+
+def test_minpro_gradient_reaches_each_token_scaled_by_its_ratio():
     old = torch.full((2, 6), -1.0)
     new = (old + LOG_RATIO).requires_grad_(True)
     adv = torch.tensor([1.0, -1.0])
     minpro = objective(name="min-prefix-ratio", clip_low=0.99, clip_high=100.0)  # nothing clipped
     minpro(loss_inputs(new, old, MINPRO_MASK, adv)).loss.backward()
-    prefix_min = minpro.ratio(loss_inputs(new.detach(), old, MINPRO_MASK, adv))
-    torch.testing.assert_close(new.grad, -adv[:, None] * prefix_min * MINPRO_MASK / MINPRO_MASK.sum())
+    ratio = minpro.ratio(loss_inputs(new.detach(), old, MINPRO_MASK, adv))  # the prefix minimum is a constant
+    torch.testing.assert_close(new.grad, -adv[:, None] * ratio * MINPRO_MASK / MINPRO_MASK.sum())
 
 
 def test_minpro_is_the_token_clip_on_policy():

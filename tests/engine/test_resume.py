@@ -18,8 +18,9 @@ from workers.trainer import Trainer
 STEPS, EVERY, STOP = 9, 3, 7  # checkpoints after steps 3 and 6; stopped after step 7, so step 7 is run twice
 
 # one preset per kind of state a step carries to the next: none beyond the shared ones (grpo), a replay buffer
-# (rorecomp), partial rollouts (april), a control stage's estimates (xrpo, dars, mopps), a learned predictor (arrol)
-METHODS = ["grpo", "rorecomp", "april", "xrpo", "dars", "mopps", "arrol"]
+# (rorecomp), partial rollouts (april), a control stage's estimates (xrpo, dars, mopps), a learned predictor (arrol),
+# an objective's averaged proximal policy (ppo-ewma)
+METHODS = ["grpo", "rorecomp", "april", "xrpo", "dars", "mopps", "arrol", "ppo-ewma"]
 METHODS_ALL = method_names()
 
 

@@ -29,6 +29,17 @@ def test_priority_rows_are_the_short_correct_and_the_long_incorrect():
     assert priority_rows(batch).tolist() == [True, False, True, True, False, True]
 
 
+def test_of_an_even_count_exactly_the_longer_half_of_the_incorrect_is_kept_as_of_the_correct_the_shorter():
+    # 4 wrong of lengths 9, 4, 8, 6: the longer half is 9 and 8 (the lower median, 6, kept 6 as well: 3 of 4)
+    batch = group_batch([9, 4, 8, 6, 2, 5, 3, 7], [False] * 4 + [True] * 4)
+    assert priority_rows(batch).tolist() == [True, False, True, False, True, False, True, False]
+    # of two incorrect, one; of two correct, one (the former form kept both incorrect ones)
+    assert priority_rows(group_batch([3, 7, 2, 5], [False, False, True, True])).tolist() == [False, True, True, False]
+    # one alone is kept on either side; ties with the median are kept together
+    assert priority_rows(group_batch([4, 6], [False, True])).tolist() == [True, True]
+    assert priority_rows(group_batch([5, 5, 2], [False, False, False])).tolist() == [True, True, False]
+
+
 def test_the_rest_is_buffered_and_replayed_with_its_stored_tokens_every_kth_step():
     cfg = resolve({"method": "rorecomp", "replay": {"compensation_every": 2}})
     replay = REPLAYS.get("rorecomp")(cfg)

@@ -60,6 +60,7 @@ def test_a_sweep_is_compared_live_with_a_band_per_method(page, alice, stack):
     assert rows.count() == 2
     assert sorted(rows.nth(i).get_attribute("data-group") for i in range(2)) == ["grpo", "mc-grpo"]
     assert "[" in rows.nth(0).inner_text()  # an IQM with its interval
+    assert "2 runs: below 5 the interval is the runs' own range" in rows.nth(0).inner_text()  # and what it rests on
     diff = page.locator("#config-diff").inner_text()
     assert "generate.name" in diff and "advantage.name" in diff and "rollout.group_size" not in diff
 

@@ -19,11 +19,14 @@ groups, keeping each group's rows contiguous.
 
 Every per-row field travels with its row through `take_rows`, `select_groups`, `concat` and
 `add_to_groups`: among them `versions`, the policy version that sampled each row, by which the
-asynchronous trainer bounds how stale a sample may be when it reaches the loss.
+asynchronous trainer bounds how stale a sample may be when it reaches the loss (and the objective
+gives a stale row its decoupled correction), `logprobs`, the log-probabilities of the policy that
+sampled each token, and `attached`, what a component keeps of each row it made.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -66,6 +69,9 @@ class RolloutBatch:
     # (N,) long: the version of the policy that sampled each row (RL steps it had been trained for); the
     # trainer stamps fresh rows, replayed rows keep theirs (workers/asynchronous.py bounds the difference)
     versions: torch.Tensor | None = None
+    # name -> (N, ...) per-row tensors a component attached to the rows it made (arrol's hidden state at its
+    # check), so that whatever later joins, regroups or drops rows, each row's own value stays with it
+    attached: dict[str, torch.Tensor] = field(default_factory=dict)
 
     @property
     def decoded(self) -> float:
@@ -205,6 +211,7 @@ class RolloutBatch:
             ref_logprobs=pick(self.ref_logprobs),
             answer_counts=pick(self.answer_counts),
             versions=pick(self.versions),
+            attached={name: pick(values) for name, values in self.attached.items()},
         )
 
     @staticmethod
@@ -250,4 +257,20 @@ class RolloutBatch:
             ref_logprobs=cat([None if b.ref_logprobs is None else pad(b.ref_logprobs) for b in batches]),
             answer_counts=cat([b.answer_counts for b in batches]),
             versions=cat([b.versions for b in batches]),
+            attached=joined_attachments(batches),
         )
+
+
+def joined_attachments(batches: list[RolloutBatch]) -> dict[str, torch.Tensor]:
+    """Each attached name's rows of every batch, in order; a batch without the name gives NaN rows of its shape."""
+    out = {}
+    for name in dict.fromkeys(name for b in batches for name in b.attached):
+        shape = next(b.attached[name] for b in batches if name in b.attached)
+        out[name] = torch.cat(
+            [
+                b.attached[name] if name in b.attached
+                else torch.full((b.num_samples, *shape.shape[1:]), math.nan, dtype=shape.dtype, device=shape.device)
+                for b in batches
+            ]
+        )  # fmt: skip
+    return out

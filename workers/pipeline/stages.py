@@ -162,15 +162,41 @@ class AdvantageStage(Protocol):
 
 @dataclass
 class LossInputs:
+    """What the objective sees of one minibatch. Three policies meet here (the decoupled form):
+
+    - pi (`logprobs`): the policy being optimized;
+    - pi_prox (`old_logprobs`): the proximal policy the clip anchors the step to: the sampler's own numbers for a
+      fresh row of an `hf` float32 run, else the learner's weights before this RL step's first update
+      (objective.old_logprobs; always, for a row an older policy sampled), or the objective's own proximal
+      policy (PPO-EWMA's average of the weights);
+    - pi_behaviour (`sampler_logprobs`): whatever sampled each token, as the rollout backend returned it, kept with
+      the row through replay, continuation and the asynchronous pipeline.
+    """
+
     logprobs: torch.Tensor  # (B, T) current policy, differentiable
-    old_logprobs: torch.Tensor  # (B, T) sampling policy
+    old_logprobs: torch.Tensor  # (B, T) pi_prox: the proximal policy
     advantages: torch.Tensor  # (B,) per sample, or (B, T) per token
     mask: torch.Tensor  # (B, T) 1 on completion tokens of samples in the loss
     aggregate: Callable[[torch.Tensor], torch.Tensor]  # (B, T) token values -> scalar, per objective.aggregation
-    # (B, T) the rollout backend's log-probabilities; old_logprobs are the trainer's own when it recomputes
-    # them (objective.old_logprobs), else these same numbers. None: the same as old_logprobs.
+    # (B, T) pi_behaviour: the rollout backend's log-probabilities; old_logprobs are these same numbers unless the
+    # trainer recomputed them. None: the same as old_logprobs.
     sampler_logprobs: torch.Tensor | None = None
     group: torch.Tensor | None = None  # (B,) long: the group (prompt) of every row; None: one group
+    # (B,) long: how many versions older than the learner the policy that sampled each row is (0: this step's;
+    # a replayed row, an APRIL row continued from an older prefix, an asynchronous batch: more). None: all 0.
+    staleness: torch.Tensor | None = None
+
+    @property
+    def behaviour_logprobs(self) -> torch.Tensor:
+        """(B, T) log pi_behaviour: the sampler's numbers, or pi_prox's where none were kept apart."""
+        return self.old_logprobs if self.sampler_logprobs is None else self.sampler_logprobs
+
+    @property
+    def stale(self) -> torch.Tensor:
+        """(B,) bool: the rows an older policy version sampled."""
+        if self.staleness is None:
+            return torch.zeros(self.mask.shape[0], dtype=torch.bool, device=self.mask.device)
+        return self.staleness.to(self.mask.device) > 0
 
 
 @dataclass
@@ -180,7 +206,22 @@ class LossOutput:
     step_scale: float = 1.0  # the trainer multiplies this optimizer step's learning rate by it
 
 
+class ProximalPolicy(Protocol):
+    """An objective's own proximal policy (PPO-EWMA's): the network whose log-probabilities are pi_prox."""
+
+    def network(self, current: torch.nn.Module) -> torch.nn.Module:
+        """The proximal network, given the policy being optimized (built from it the first time)."""
+        ...
+
+    def advance(self, current: torch.nn.Module) -> None:
+        """Follow the policy after one of its optimizer steps."""
+        ...
+
+
 class ObjectiveStage(Protocol):
+    # None: pi_prox is the learner before the RL step's first update (or the sampler's numbers, see LossInputs)
+    proximal: ProximalPolicy | None
+
     def __call__(self, inputs: LossInputs) -> LossOutput: ...
 
 

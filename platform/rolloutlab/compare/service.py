@@ -197,6 +197,7 @@ def final_table(view: View, groups: dict[str, list[Run]]) -> list[dict]:
             row["mean"] = stats.mean(values)
             row["iqm"] = stats.iqm(values)
             row["iqm_low"], row["iqm_high"] = stats.interval(values, stats.iqm)
+            row["interval_note"] = interval_note(len(values))
         if baseline and len(values) and label != view.baseline:
             row["p_improvement"] = stats.probability_of_improvement(values, baseline)
             row["p_low"], row["p_high"] = stats.improvement_interval(values, baseline)
@@ -204,6 +205,20 @@ def final_table(view: View, groups: dict[str, list[Run]]) -> list[dict]:
             row["reach"] = reach[label]
         table.append({k: _json_number(v) for k, v in row.items()})
     return table
+
+
+# Below this many runs a group's stratified-bootstrap IQM interval is the runs' own lowest and highest value (with
+# 3 the IQM is the mean and a resample of all-lowest is likelier than 2.5%; with 4 the middle two's mean can be
+# either extreme as often): it says every run beat every run, nothing about the next one.
+RANGE_BELOW_RUNS = 5
+
+
+def interval_note(runs: int) -> str:
+    """What the group's IQM interval rests on, said beside it: its run count, and when that makes it a range."""
+    rests_on = f"{runs} run{'s' if runs != 1 else ''}"
+    if runs < RANGE_BELOW_RUNS:
+        return f"{rests_on}: below {RANGE_BELOW_RUNS} the interval is the runs' own range, not a confidence interval"
+    return rests_on
 
 
 def _json_number(value):

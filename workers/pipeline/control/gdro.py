@@ -2,9 +2,9 @@
 
 Multi-Adversary Group DRO for LLM reasoning (Panaganti et al. 2026, "Group Distributionally
 Robust Optimization-Driven Reinforcement Learning for LLM Reasoning", arXiv 2601.19280). Prompts are put into
-difficulty classes online, from their pass rate in the run's prompt history (the paper's online
-pass@k classifier; unseen prompts form a class of their own). Two independent games play on
-these classes, each with its own adversary:
+difficulty classes online, from their last pass rate in the run's prompt history (in place of the
+paper's online pass@k classifier: docs/methods/gdro.md; unseen prompts form a class of their own).
+Two independent games play on these classes, each with its own adversary:
 
 - **Prompt-GDRO** (`prompt_game`): a multiplicative-weights sampler over the classes. After each
   step, every class observed updates its weight once, by its EMA loss (share of wrong rollouts)
@@ -34,7 +34,8 @@ from workers.tasks import Example
 
 
 def difficulty_class(history: PromptHistory, example: Example, classes: int) -> int:
-    """0 .. classes-1 by the prompt's last pass rate (0: solved, classes-1: never right); `classes` if unseen."""
+    """0 .. classes-1 by the prompt's last pass rate p, class int((1 - p) classes) capped at classes-1: with 4, c0 is
+    p > 3/4 (solved) and c3 is p <= 1/4 (never right, or right once in four at G = 4); `classes` if unseen."""
     stats = history.get(example)
     if stats is None:
         return classes
@@ -46,7 +47,7 @@ class GroupDRO(Controller):
 
     Knobs: control.classes, prompt_game, rollout_game, candidates_per_prompt, eta, ema, explore,
     min_group, max_group. Reports pipeline/control/weight/<class>, pipeline/control/group_size/<class>
-    and pipeline/control/shadow_price; classes are c0 (solved) .. c<K-1> (never right) and unseen.
+    and pipeline/control/shadow_price; classes are c0 (solved) .. c<K-1> (the hardest: pass rate <= 1/K) and unseen.
     """
 
     Knobs = GDROKnobs

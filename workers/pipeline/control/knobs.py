@@ -56,6 +56,12 @@ class DARSKnobs(Knobs):
     stages: int = Field(
         3, ge=2, le=16, description="Rollout stages per round: the first, then up to stages - 1 of extras."
     )
+    mass: Literal["without-std", "with-std"] = Field(
+        "without-std",
+        description="The cumulative advantage |A| summed over a group of n at accuracy a that the schedules "
+        "balance: without-std, 2 n a (1 - a), the advantage r - mean (the authors' experiments, "
+        "grpo_use_std=False); with-std, 2 n sqrt(a (1 - a)), GRPO's advantage divided by the group's std.",
+    )
 
 
 CONTROLLERS.declare(

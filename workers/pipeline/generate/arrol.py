@@ -10,8 +10,12 @@ balanced has a reward variance, so a GRPO gradient, where a random group of G mi
 rollouts stop decoding at once (the saved tokens) and never reach the reward or the trainer.
 
 The head learns on the fly: after the step is scored, it takes a few gradient steps on the
-(hidden state at the check, final correctness) pairs of the survivors. Until it has trained for
-`warmup_steps` steps its predictions are not trusted and pruning is at random.
+(hidden state at the check, final correctness) pairs of the survivors. Each survivor's hidden
+state is attached to its own row (RolloutBatch.attached), so the pair stays right whatever
+joins the step's rows later: a control stage's extra rollouts appended to their groups (DARS,
+XRPO), a filter's later rounds. A row that ended before its check has no state and no pair.
+Until the head has trained for `warmup_steps` steps its predictions are not trusted and
+pruning is at random.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from workers.pipeline.generate.knobs import ArrolKnobs
 from workers.pipeline.stages import Budget, StageContext
 from workers.rollout import Partial, SamplingParams, StopRule
 from workers.tasks import Example
+
+HIDDEN_AT_CHECK = "arrol/hidden_at_check"  # (N, C) each survivor's last hidden state at the check (NaN: none)
 
 
 def balanced_survivors(predicted: torch.Tensor, keep: int) -> list[int]:
@@ -55,7 +61,6 @@ class OnlineRolloutPruning:
         self.trained = 0  # steps the head has trained
         self.seed = cfg.seed
         self.rng = np.random.default_rng([cfg.seed, 0x6172726F])  # its own stream: sampling stays put
-        self.features: list[torch.Tensor | None] = []  # per round of the step: (survivors, C) states at the check
         self.last: dict[str, float] = {}
 
     def __call__(self, ctx: StageContext, examples: list[Example], budget: Budget) -> RolloutBatch:
@@ -99,11 +104,12 @@ class OnlineRolloutPruning:
                 for g, size in enumerate(keep)
                 for i in sorted(self.rng.choice(started[g], size=size, replace=False).tolist())
             ]
-            self.features.append(None)
+            states = torch.full((len(survivors), ctx.policy.model.config.hidden_size), math.nan)
         else:
-            self.features.append(decision["hidden"][survivors])
+            states = decision["hidden"][survivors]  # (survivors, C)
         full = decoded_batch(ctx, examples, started, prompt_ids, out)
         batch = full.take_rows(survivors, full.examples, list(keep), full.prompt_ids)
+        batch.attached[HIDDEN_AT_CHECK] = states
         batch.decoded_tokens = float(full.lengths.sum())  # the pruned rollouts' tokens were decoded too
         batch.note("generate", f"kept after the check at {self.check_at} tokens")
         self.last = {"pipeline/generate/pruned": float(sum(started) - sum(keep))}
@@ -117,12 +123,9 @@ class OnlineRolloutPruning:
         return torch.sigmoid(self.head(hidden.cpu())[:, 0])
 
     def observe(self, batch: RolloutBatch) -> None:
-        """Train the head on the survivors' hidden states at the check and their final correctness."""
-        rounds, self.features = self.features, []
-        if not rounds or any(f is None for f in rounds):
-            return  # a round ended before the check: nothing to learn from it
-        x, y = torch.cat(rounds), batch.correct.float().cpu()
-        if len(x) != len(y):
+        """Train the head on each survivor's hidden state at the check and that same row's final correctness."""
+        x, y = self.training_pairs(batch)
+        if not len(x):
             return
         if self.head is None:
             with torch.random.fork_rng():  # its own initial weights: the run's global stream stays put
@@ -140,6 +143,15 @@ class OnlineRolloutPruning:
             self.optimizer.step()
         self.last["pipeline/generate/head_loss"] = float(loss.detach())
         self.trained += 1
+
+    @staticmethod
+    def training_pairs(batch: RolloutBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """(M, C) the states at the check of the rows that have one, and (M,) those same rows' final correctness."""
+        states = batch.attached.get(HIDDEN_AT_CHECK)
+        if states is None:
+            return torch.zeros(0, 0), torch.zeros(0)
+        checked = torch.isfinite(states).all(-1)  # (N,) rows that reached the check
+        return states[checked].float(), batch.correct.float().cpu()[checked]
 
     def metrics(self) -> dict[str, float]:
         return dict(self.last)

@@ -28,8 +28,36 @@ def sequence_advantages(x: LossInputs) -> torch.Tensor:
 
 
 def sequence_log_weights(x: LossInputs) -> torch.Tensor:
-    """(B,) log w_i = sum_t (log pi - log pi_old): the log of each sequence's importance weight, no gradient."""
-    return ((x.logprobs.detach() - x.old_logprobs) * x.mask).sum(-1)
+    """(B,) log w_i = sum_t (log pi - log pi_behaviour): the log of each sequence's importance weight against the
+    policy that sampled it, no gradient. For a fresh row of an `hf` float32 run pi_behaviour is pi_old."""
+    return ((x.logprobs.detach() - x.behaviour_logprobs) * x.mask).sum(-1)
+
+
+def decoupled_weights(x: LossInputs, log_bound: float, rows: torch.Tensor) -> tuple[torch.Tensor | None, dict]:
+    """(B, T) min(pi_prox / pi_behaviour, C) on the loss tokens of `rows` (B,) bool, 1 elsewhere; no gradient.
+
+    The importance weight of the decoupled PPO objective (Hilton et al. 2021, *Batch size-invariance for policy
+    optimization*; AReaL, Fu et al. 2025, eq. 5): a row sampled by an older policy pi_behaviour is clipped
+    against the proximal policy pi_prox and weighted by pi_prox / pi_behaviour, so its staleness is corrected
+    however pi_prox was obtained. log_bound = log C. None when no row needs it.
+    """
+    if not bool(rows.any()):
+        return None, {}
+    picked = rows[:, None] & (x.mask > 0)  # (B, T) the tokens the weight applies to
+    log_w = (x.old_logprobs - x.behaviour_logprobs).detach()  # (B, T)
+    weight = torch.where(picked, torch.exp(log_w.clamp(max=log_bound)), torch.ones_like(log_w))
+    tokens = picked.float()
+    return weight, {
+        metrics.STALE_IS_WEIGHT_MEAN: masked_mean(weight, tokens),
+        metrics.STALE_IS_OVER_BOUND: masked_mean((log_w > log_bound).float(), tokens),
+    }
+
+
+def stale_share(x: LossInputs) -> dict[str, float]:
+    """policy/stale_rows: the share of the minibatch's loss rows an older policy sampled (nothing if none is)."""
+    in_loss = (x.mask.sum(-1) > 0).float()
+    stale = x.stale.float()
+    return {metrics.STALE_ROWS: masked_mean(stale, in_loss)} if bool((stale * in_loss).any()) else {}
 
 
 def effective_sample_size(log_w: torch.Tensor) -> float:
@@ -41,10 +69,11 @@ def effective_sample_size(log_w: torch.Tensor) -> float:
 
 
 def off_policy_stats(x: LossInputs) -> dict[str, float]:
-    """How far the policy has moved from the one that drew the rows, whatever the objective does with it.
+    """How far the policy has moved, whatever the objective does with it.
 
-    The sequence weights' ESS and the token ratios pi / pi_old over loss tokens; on a fresh batch's
-    first optimizer step every ratio is 1. Shapes: logprobs, old_logprobs, mask (B, T).
+    The ESS of the sequence weights against the policy that drew the rows (pi / pi_behaviour), and the token
+    ratios the clip sees (pi / pi_old, pi_old the proximal policy) over loss tokens; on a fresh batch's first
+    optimizer step every ratio is 1. Shapes: logprobs, old_logprobs, mask (B, T).
     """
     in_loss = x.mask.sum(-1) > 0  # (B,)
     token = x.mask > 0  # (B, T)
@@ -57,6 +86,7 @@ def off_policy_stats(x: LossInputs) -> dict[str, float]:
         metrics.TOKEN_RATIO_MAX: float(ratio.max()),
         metrics.TOKEN_RATIO_MIN: float(ratio.min()),
         metrics.TOKEN_RATIO_OUTSIDE: float(((ratio < 0.8) | (ratio > 1.2)).float().mean()),
+        **stale_share(x),
     }
 
 
@@ -67,16 +97,25 @@ class TokenClip:
     DAPO's clip-higher (Yu et al. 2025, sec. 3.1) is clip_high > clip_low.
     Shapes: logprobs (B, T), advantages (B,) or (B, T). Knobs: objective.clip_low, clip_high, aggregation.
 
-    Three seams for the off-policy corrections built on it (offpolicy.py, fiberpo.py): `ratio` (the
-    rho_t the surrogate clips), `clipped` (its counterpart in the min: where the min picks it, the
-    token's gradient is gated) and `weights` (a constant per-token factor of the surrogate, and its
-    stats). The clip shares are read off `clipped`, so they count whatever gate a subclass builds.
+    Rows an older policy sampled (LossInputs.staleness > 0: replayed, continued from an older prefix, or an
+    asynchronous batch) take the decoupled form: rho_t is their ratio to the proximal policy pi_prox, and each
+    of their loss tokens is weighted by min(pi_prox / pi_behaviour, C), C = objective.behaviour_is_bound
+    (decoupled_weights). The weight is the same whether pi_prox was recomputed or the sampler's numbers were
+    carried: the trainer recomputes pi_prox for such rows in both cases. A fresh row's weight is 1.
+
+    Four seams for the off-policy corrections built on it (offpolicy.py, fiberpo.py, proximal.py): `ratio`
+    (the rho_t the surrogate clips), `clipped` (its counterpart in the min: where the min picks it, the
+    token's gradient is gated), `behaviour_weights` (the importance weight pi_prox / pi_behaviour, and which
+    rows carry it) and `weights` (any further constant per-token factor of the surrogate, and its stats). The
+    clip shares are read off `clipped`, so they count whatever gate a subclass builds.
     """
 
     Knobs = ObjectiveKnobs
+    proximal = None  # pi_prox is the learner's before the step's first update (see LossInputs)
 
     def __init__(self, cfg):
         self.low, self.high = cfg.objective.clip_low, cfg.objective.clip_high
+        self.log_behaviour_bound = math.log(cfg.objective.behaviour_is_bound)
 
     def ratio(self, x: LossInputs) -> torch.Tensor:
         """(B, T) rho_t = pi(o_t) / pi_old(o_t), differentiable."""
@@ -86,8 +125,12 @@ class TokenClip:
         """(B, T) the other side of the surrogate's min: clip(rho_t, 1 - clip_low, 1 + clip_high)."""
         return ratio.clamp(1 - self.low, 1 + self.high)
 
+    def behaviour_weights(self, x: LossInputs) -> tuple[torch.Tensor | None, dict[str, float]]:
+        """(B, T) the importance weight pi_prox / pi_behaviour of the stale rows' tokens, bounded (None: all 1)."""
+        return decoupled_weights(x, self.log_behaviour_bound, x.stale)
+
     def weights(self, x: LossInputs) -> tuple[torch.Tensor | None, dict[str, float]]:
-        """(B, T) a factor of each token's surrogate, no gradient (None: 1); and what it did."""
+        """(B, T) a further factor of each token's surrogate, no gradient (None: 1); and what it did."""
         return None, {}
 
     def __call__(self, x: LossInputs) -> LossOutput:
@@ -96,9 +139,11 @@ class TokenClip:
         unclipped = ratio * advantage
         bound = self.clipped(x, ratio)  # (B, T)
         surrogate = -torch.minimum(unclipped, bound * advantage)  # (B, T)
+        behaviour, behaviour_stats = self.behaviour_weights(x)
         weight, weight_stats = self.weights(x)
-        if weight is not None:
-            surrogate = surrogate * weight
+        for factor in (behaviour, weight):
+            if factor is not None:
+                surrogate = surrogate * factor
         loss = x.aggregate(surrogate)
         with torch.no_grad():  # the min picks the clipped side: below for A < 0, above for A > 0
             low = ((bound > ratio) & (advantage < 0)).float()
@@ -106,6 +151,7 @@ class TokenClip:
             stats = {
                 metrics.CLIP_RATIO_LOW: masked_mean(low, x.mask),
                 metrics.CLIP_RATIO_HIGH: masked_mean(high, x.mask),
+                **behaviour_stats,
                 **weight_stats,
             }
         return LossOutput(loss=loss, stats=stats)
@@ -120,12 +166,31 @@ class SequenceClip:
     shares one ratio, so one sequence is clipped (or not) as a whole.
     Shapes: logprobs (B, T) -> ratio (B,). Knobs: objective.clip_low, clip_high
     (the paper uses 3e-4 and 4e-4).
+
+    A row an older policy sampled takes the decoupled form at the sequence level: s_i is its ratio to the
+    proximal policy, and its term is weighted by min(exp(mean_t(log pi_prox - log pi_behaviour)), C), the
+    length-normalised behaviour ratio, as s_i is length-normalised (C = objective.behaviour_is_bound).
     """
 
     Knobs = ObjectiveKnobs
+    proximal = None
 
     def __init__(self, cfg):
         self.low, self.high = cfg.objective.clip_low, cfg.objective.clip_high
+        self.log_behaviour_bound = math.log(cfg.objective.behaviour_is_bound)
+
+    @torch.no_grad()
+    def behaviour_weights(self, x: LossInputs, lengths: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+        """(B,) min(exp(mean_t log pi_prox / pi_behaviour), C) for the stale rows, 1 for the others; and stats."""
+        log_w = ((x.old_logprobs - x.behaviour_logprobs) * x.mask).sum(-1) / lengths.clamp(min=1)  # (B,)
+        stale = x.stale & (lengths > 0)
+        weight = torch.where(stale, torch.exp(log_w.clamp(max=self.log_behaviour_bound)), torch.ones_like(log_w))
+        if not bool(stale.any()):
+            return weight, {}
+        return weight, {
+            metrics.STALE_IS_WEIGHT_MEAN: masked_mean(weight, stale.float()),
+            metrics.STALE_IS_OVER_BOUND: masked_mean((log_w > self.log_behaviour_bound).float(), stale.float()),
+        }
 
     def __call__(self, x: LossInputs) -> LossOutput:
         lengths = x.mask.sum(-1)  # (B,)
@@ -135,11 +200,13 @@ class SequenceClip:
         advantages = sequence_advantages(x)  # (B,)
         unclipped = ratio * advantages
         clipped = ratio.clamp(1 - self.low, 1 + self.high) * advantages
-        per_sequence = -torch.minimum(unclipped, clipped)  # (B,)
+        behaviour, behaviour_stats = self.behaviour_weights(x, lengths)  # (B,)
+        per_sequence = -torch.minimum(unclipped, clipped) * behaviour  # (B,)
         loss = (per_sequence * in_loss).sum() / in_loss.sum().clamp(min=1)
         with torch.no_grad():
             weight = in_loss.float()
             stats = {
+                **behaviour_stats,
                 metrics.CLIP_RATIO_LOW: masked_mean(((ratio < 1 - self.low) & (advantages < 0)).float(), weight),
                 metrics.CLIP_RATIO_HIGH: masked_mean(((ratio > 1 + self.high) & (advantages > 0)).float(), weight),
                 metrics.SEQUENCE_RATIO_MEAN: masked_mean(ratio, weight),

@@ -56,7 +56,19 @@ class ObjectiveKnobs(Knobs):
         description="Where pi_old of the ratio comes from. sampler: the log-probabilities the rollout "
         "backend returned; recompute: one forward of the trainer's own before the first update (the "
         "sampler's kept for policy/sampler_logprob_diff and truncated-is's weight); auto: recompute unless "
-        "the policy is float32 and sampled in the learner's process by `hf`, where the two agree to rounding.",
+        "the policy is float32 and sampled in the learner's process by `hf`, where the two agree to rounding. "
+        "A row an older policy sampled (replayed, continued, asynchronous) is always recomputed: its pi_old is "
+        "the proximal policy of the decoupled form (behaviour_is_bound).",
+    )
+    behaviour_is_bound: float = Field(
+        5.0,
+        ge=1,
+        le=1e6,
+        description="C: a row an older policy sampled (a replayed or continued row, an asynchronous batch) is "
+        "clipped against the learner's policy before this step's update (pi_prox) and weighted by "
+        "min(pi_prox / pi_behaviour, C), the decoupled form of Hilton et al. 2021 and AReaL, so its staleness "
+        "is corrected however pi_old was obtained. Fresh rows are unweighted.",
+        json_schema_extra={"acts_when": "stale-rows"},
     )
 
 
@@ -119,11 +131,24 @@ OBJECTIVES.declare(
 )
 
 
+class MinPrefixKnobs(ObjectiveKnobs):
+    """The token clip's knobs, and which prefix the minimum is taken over."""
+
+    prefix: Literal["preceding", "inclusive"] = Field(
+        "preceding",
+        description="preceding: token t's ratio is min_{j<t} rho_j x rho_t, the smallest ratio of the tokens "
+        "before it (no gradient) times its own (the paper's form); inclusive: min_{j<=t} rho_j in place of "
+        "rho_t, this component's earlier form, kept to compare: once one token's ratio is below 1 - clip_low, "
+        "no later token of a negative-advantage completion gets a gradient.",
+        json_schema_extra={"acts_when": "off-policy"},
+    )
+
+
 OBJECTIVES.declare(
     "min-prefix-ratio",
     "workers.pipeline.objective.offpolicy:MinPrefixRatio",
-    summary="The token clip on each token's prefix-minimum ratio, min over j <= t of rho_j (MinPRO, Lei et al. 2026).",
-    knobs=ObjectiveKnobs,
+    summary="The token clip on rho_t times the smallest ratio of the tokens before it (MinPRO, Lei et al. 2026).",
+    knobs=MinPrefixKnobs,
     acts_when="off-policy",
 )
 
@@ -200,4 +225,25 @@ OBJECTIVES.declare(
     "residual (FiberPO).",
     knobs=FiberGateKnobs,
     acts_when="off-policy",
+)
+
+
+class EwmaProximalKnobs(ObjectiveKnobs):
+    """The token clip's knobs, and how far the averaged proximal policy lags the policy."""
+
+    ewma_decay: float = Field(
+        0.9,
+        ge=0,
+        lt=1,
+        description="beta of the proximal policy's average of the weights: after each optimizer step it keeps beta "
+        "of itself and takes the rest from the policy (bias-corrected), so it lags the policy by about "
+        "beta / (1 - beta) optimizer steps (9 at 0.9); 0 makes it the policy as it was before each step.",
+    )
+
+
+OBJECTIVES.declare(
+    "ewma-proximal",
+    "workers.pipeline.objective.proximal:EwmaProximal",
+    summary="The decoupled token clip with an EWMA of the policy's weights as the proximal policy (PPO-EWMA).",
+    knobs=EwmaProximalKnobs,
 )

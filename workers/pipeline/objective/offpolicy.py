@@ -20,7 +20,7 @@ from workers.pipeline.objective.base import (
     sequence_advantages,
     sequence_log_weights,
 )
-from workers.pipeline.objective.knobs import ObjectiveKnobs, TruncatedISKnobs, VarianceControlledKnobs
+from workers.pipeline.objective.knobs import MinPrefixKnobs, TruncatedISKnobs, VarianceControlledKnobs
 from workers.pipeline.stages import LossInputs, LossOutput
 
 
@@ -38,6 +38,9 @@ class TruncatedIS(TokenClip):
     pi_sampler(y_i) (the sequence importance weight, not its geometric mean), bounded once and
     shared by every token of the completion. A masked token keeps its place in the loss's
     normaliser (its term is 0), so masking never enlarges the other tokens' weight.
+    The weight is the token clip's behaviour weight (the decoupled form's pi_prox / pi_behaviour) given to
+    every row, with this bound and mode: a row an older policy sampled gets it once, not twice
+    (objective.behaviour_is_bound is not used).
     Shapes: logprobs, old_logprobs, sampler_logprobs (B, T) -> weights (B, T), no gradient.
     Knobs: objective.is_bound (C), is_mode, is_level, and the token clip's.
     """
@@ -50,9 +53,8 @@ class TruncatedIS(TokenClip):
         self.log_bound, self.mode, self.level = math.log(o.is_bound), o.is_mode, o.is_level
 
     @torch.no_grad()
-    def weights(self, x: LossInputs) -> tuple[torch.Tensor, dict[str, float]]:
-        sampler = x.old_logprobs if x.sampler_logprobs is None else x.sampler_logprobs
-        log_w = (x.old_logprobs - sampler) * x.mask  # (B, T)
+    def behaviour_weights(self, x: LossInputs) -> tuple[torch.Tensor, dict[str, float]]:
+        log_w = (x.old_logprobs - x.behaviour_logprobs) * x.mask  # (B, T)
         if self.level == "sequence":
             log_w = log_w.sum(-1, keepdim=True).expand_as(log_w)  # (B, T): the completion's log W_i on each token
         over = log_w > self.log_bound
@@ -65,40 +67,50 @@ class TruncatedIS(TokenClip):
         }
 
 
-def prefix_min_log_ratio(log_ratio: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """(B, T) min over the loss tokens j <= t of log rho_j; tokens outside the mask neither count nor get one (0)."""
+def prefix_min_log_ratio(log_ratio: torch.Tensor, mask: torch.Tensor, inclusive: bool = False) -> torch.Tensor:
+    """(B, T) min over the loss tokens j < t of log rho_j (0, rho = 1, before a row's first loss token); with
+    `inclusive`, over j <= t. Tokens outside the mask neither count nor get one (0)."""
     ignored = torch.where(mask > 0, log_ratio, torch.full_like(log_ratio, math.inf))
-    running = torch.cummin(ignored, dim=-1).values  # (B, T)
+    running = torch.cummin(ignored, dim=-1).values  # (B, T) over j <= t
+    if not inclusive:  # shifted one position right: the minimum over the tokens before t
+        running = torch.cat([torch.full_like(running[:, :1], math.inf), running[:, :-1]], dim=-1)
+        running = torch.where(running.isinf(), torch.zeros_like(running), running)  # no token before: rho = 1
     return torch.where(mask > 0, running, torch.zeros_like(running))
 
 
 class MinPrefixRatio(TokenClip):
-    """The token clip on each token's prefix-minimum ratio, min over j <= t of rho_j (MinPRO, Lei et al. 2026).
+    """The token clip on rho_t times the smallest ratio of the tokens before it (MinPRO, Lei et al. 2026).
 
     *A Step Back: Prefix Importance Ratio Stabilizes Policy Optimization*: the exact off-policy
     correction of token t is the prefix ratio prod_{j<=t} rho_j, which explodes or vanishes with
-    length; the token ratio rho_t alone ignores how far the prefix already drifted. MinPRO keeps
-    one factor of the product, the smallest: m_t = min_{j<=t} rho_j (a prefix that any token made
-    unlikely under pi down-weights everything after it). m_t replaces rho_t in the clipped surrogate.
-    Its value is m_t and its gradient reaches the token's own log-probability, scaled by m_t
-    (exp(log rho_t - sg(log rho_t) + sg(log m_t))): the earlier token that set the minimum gets no
-    gradient from token t.
+    length; the token ratio rho_t alone ignores how far the prefix already drifted. MinPRO replaces the
+    cumulative product of the preceding prefix by its smallest factor: the ratio of token t is
+    m_{t-1} rho_t, with m_{t-1} = min_{j<t} rho_j (1 for a row's first token), a constant (no gradient), and
+    rho_t the token's own ratio, through which the gradient flows: a prefix that any earlier token made
+    unlikely under pi down-weights every later token, and each token is still clipped on its own drift.
+    objective.prefix = inclusive is the form this component had before (m_t = min_{j<=t} rho_j in place of
+    rho_t, a running minimum that includes the token itself); kept to compare, not the paper's.
     Only loss tokens count (padding and tokens an advantage stage masked are skipped).
-    Shapes: logprobs (B, T) -> ratio (B, T). Knobs: the token clip's.
+    Shapes: logprobs (B, T) -> ratio (B, T). Knobs: objective.prefix and the token clip's.
     """
 
-    Knobs = ObjectiveKnobs
+    Knobs = MinPrefixKnobs
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.inclusive = cfg.objective.prefix == "inclusive"
 
     def ratio(self, x: LossInputs) -> torch.Tensor:
         log_ratio = x.logprobs - x.old_logprobs  # (B, T)
-        minimum = prefix_min_log_ratio(log_ratio.detach(), x.mask)  # (B, T)
-        # value m_t, gradient m_t d log pi(o_t); one exp, so a padded position (minimum 0) stays at 1
-        return torch.exp(log_ratio - log_ratio.detach() + minimum)
+        minimum = prefix_min_log_ratio(log_ratio.detach(), x.mask, self.inclusive)  # (B, T)
+        if self.inclusive:  # value m_t, gradient m_t d log pi(o_t)
+            return torch.exp(log_ratio - log_ratio.detach() + minimum)
+        return torch.exp(log_ratio + minimum)  # value m_{t-1} rho_t; padding (minimum 0) keeps rho_t
 
     @torch.no_grad()
     def weights(self, x: LossInputs) -> tuple[None, dict[str, float]]:
         log_ratio = x.logprobs - x.old_logprobs
-        minimum = prefix_min_log_ratio(log_ratio, x.mask)
+        minimum = prefix_min_log_ratio(log_ratio, x.mask, self.inclusive)
         return None, {
             metrics.PREFIX_MIN_RATIO_MEAN: masked_mean(torch.exp(minimum), x.mask),
             metrics.PREFIX_MIN_BELOW_TOKEN: masked_mean((minimum < log_ratio).float(), x.mask),

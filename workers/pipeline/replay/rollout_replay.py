@@ -7,10 +7,10 @@ not all equal) go into a first-in first-out buffer of recent rollouts, and each 
 `groups` of them, drawn at random, to its fresh groups. A preset using it rolls out that many
 fewer fresh prompts per step, so a step costs fewer rollout tokens for the same batch size.
 
-A replayed group was sampled by an older policy. Its stored sampler log-probabilities are π_old
-(objective.old_logprobs `sampler`, the default for a float32 policy sampled by `hf`), so the
-importance ratio and its clipping correct for the policy's drift, as in the paper; the group's
-advantages are recomputed from its rewards, which have not changed.
+A replayed group was sampled by an older policy. It keeps its sampler's log-probabilities and
+version, and the objective gives it the decoupled correction (clipped against the learner before
+the step, weighted by its ratio to the sampler: objective/base.py), whether π_old is recomputed or
+carried; the group's advantages are recomputed from its rewards, which have not changed.
 """
 
 from __future__ import annotations

@@ -13,8 +13,9 @@ RoRecomp recomposes the training data into two kinds of batches:
 Groups are kept whole, so each completion's advantage is always computed against its full
 group (the advantage stage recomputes it from the group's rewards, which do not change); which
 completions train is set by `in_loss`. A group's priority rows train the step it is sampled; its
-remaining rows train in a later compensation step, sampled by an older policy (their stored
-sampler log-probabilities are π_old when objective.old_logprobs is `sampler`).
+remaining rows train in a later compensation step, sampled by an older policy: they keep their sampler's
+log-probabilities and version, and the objective gives them the decoupled correction (clipped against
+the learner's policy before the step, weighted by its ratio to the sampler's; objective/base.py).
 """
 
 from __future__ import annotations
@@ -28,17 +29,22 @@ from workers.pipeline.replay.knobs import RoRecompKnobs
 
 
 def priority_rows(batch: RolloutBatch) -> torch.Tensor:
-    """(N,) bool: per group, the correct completions no longer than the median correct one, and the
-    incorrect ones no shorter than the median incorrect one."""
+    """(N,) bool: per group, the shorter half of its correct completions and the longer half of its incorrect ones.
+
+    The shorter half is every correct completion no longer than their lower median, the longer half every
+    incorrect one no shorter than their upper median: of an even count of distinct lengths exactly half is
+    kept on either side (of two, one), of an odd count the middle one too. (The upper median of the
+    incorrect ones is what makes the two sides alike: their lower median kept one more than half.)
+    """
     lengths, correct = batch.lengths.cpu().float(), batch.correct.cpu()
     keep = torch.zeros(batch.num_samples, dtype=torch.bool)
     for g in range(batch.num_groups):
         rows = torch.arange(batch.offsets[g], batch.offsets[g + 1])
         right, wrong = rows[correct[rows]], rows[~correct[rows]]
         if len(right):
-            keep[right] = lengths[right] <= lengths[right].median()
+            keep[right] = lengths[right] <= lengths[right].median()  # torch's median is the lower one
         if len(wrong):
-            keep[wrong] = lengths[wrong] >= lengths[wrong].median()
+            keep[wrong] = lengths[wrong] >= -(-lengths[wrong]).median()  # the upper median
     return keep
 
 

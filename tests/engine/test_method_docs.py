@@ -1,0 +1,37 @@
+"""docs/methods/README.md's "How each method was checked": a row for every component, each citing its card's line.
+
+A row says whether the component is its paper's form or a documented choice, and quotes the line of the card
+(or of the README) that says so, as `card.md:LINE` and the quoted words. The quote must stand on that line: a card
+edited under the table shows up here, not in a reader's confusion.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from workers.pipeline import STAGES
+
+METHODS = Path(__file__).resolve().parents[2] / "docs" / "methods"
+ROW = re.compile(r"^\| `?(?P<component>[^|`]+?)`? \|.*\| `(?P<card>[\w.-]+\.md):(?P<line>\d+)` “(?P<quote>.+)” \|$")
+
+
+def checked_rows() -> list[re.Match]:
+    text = (METHODS / "README.md").read_text()
+    section = text.split("## How each method was checked", 1)[1].split("\n## ", 1)[0]
+    return [m for line in section.splitlines() if (m := ROW.match(line))]
+
+
+def test_every_component_has_a_row():
+    declared = {f"{stage}: {name}" for stage, registry in STAGES.items() for name in registry.names()}
+    listed = {m["component"] for m in checked_rows()}
+    assert declared <= listed, f"components without a row: {sorted(declared - listed)}"
+
+
+def test_every_row_quotes_the_line_it_cites():
+    rows = checked_rows()
+    assert len(rows) >= 36
+    for m in rows:
+        lines = (METHODS / m["card"]).read_text().splitlines()
+        line = int(m["line"])
+        assert 1 <= line <= len(lines) and m["quote"] in lines[line - 1], (m["component"], m["card"], line)
