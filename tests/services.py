@@ -97,7 +97,7 @@ def ensure_services() -> None:
         os.environ["REDIS_URL"] = "redis://127.0.0.1:6379/15" if answers("127.0.0.1", 6379) else start_redis()
     os.environ.setdefault("ROLLOUTLAB_CACHE", str(ROOT / ".cache" / "rolloutlab"))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rolloutlab.settings")
-    os.environ.setdefault("SECRET_KEY", "tests-only-secret")
+    os.environ.setdefault("SECRET_KEY", "tests-only-secret-0123456789-abcdefghijklmnopqrstuvwxyz")  # 50+, as required
     # this test deployment's bundle signing key (Ed25519, the base64 of 32 bytes): fixed, and for tests only
     os.environ.setdefault("BUNDLE_SIGNING_KEY", TEST_SIGNING_KEY)
     # fast heartbeats, so that a killed worker's run is declared lost within seconds

@@ -15,6 +15,7 @@ defaults < method preset < YAML file < --set overrides.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -30,6 +31,7 @@ from workers.knobs import Section
 class ModelConfig(Section):
     name: str = Field(
         "tiny",
+        max_length=4096,
         description="'tiny' for the built-in model, or the path of a local directory holding a "
         "Hugging Face causal LM and its tokenizer (as written by save_pretrained). "
         "Nothing is downloaded. Dropout is turned off in every policy: the sampler and the trainer "
@@ -44,14 +46,18 @@ class ModelConfig(Section):
     init_seed: int = Field(
         0,
         ge=0,
+        le=2**31 - 1,
         description="tiny only: seed of the initial weights and of the warm-start phase. Kept apart "
         "from the run seed so that runs with different seeds start from the same model.",
     )
     warmup_steps: int = Field(
-        250, ge=0, description="tiny only: supervised warm-start steps on the task's easier slice (0 = random init)."
+        250,
+        ge=0,
+        le=1_000_000,
+        description="tiny only: supervised warm-start steps on the task's easier slice (0 = random init).",
     )
-    warmup_lr: float = Field(3e-3, gt=0, description="tiny only: learning rate of the warm-start phase.")
-    warmup_batch_size: int = Field(64, ge=1, description="tiny only: examples per warm-start step.")
+    warmup_lr: float = Field(3e-3, gt=0, le=1.0, description="tiny only: learning rate of the warm-start phase.")
+    warmup_batch_size: int = Field(64, ge=1, le=4096, description="tiny only: examples per warm-start step.")
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> ModelConfig:
@@ -95,7 +101,9 @@ class TaskConfig(Section):
         "with probability 1/2), so the warm-started model writes full and shortened derivations of one problem: "
         "lengths vary within a group, and a length-aware method has something to choose from.",
     )
-    operators: str = Field("+-", description="arith/chain/countdown: the operators that may appear, from '+-*'.")
+    operators: str = Field(
+        "+-", max_length=8, description="arith/chain/countdown: the operators that may appear, from '+-*'."
+    )
     warmup_digits: int = Field(
         1,
         ge=1,
@@ -112,12 +120,16 @@ class TaskConfig(Section):
         le=1,
         description="arith/chain/countdown: share of full-difficulty problems in the warm-start data.",
     )
-    path: str | None = Field(None, description="jsonl/parquet: the training file.")
+    path: str | None = Field(None, max_length=4096, description="jsonl/parquet: the training file.")
     eval_path: str | None = Field(
-        None, description="jsonl/parquet: a held-out file; without one, eval.size examples of `path` are held out."
+        None,
+        max_length=4096,
+        description="jsonl/parquet: a held-out file; without one, eval.size examples of `path` are held out.",
     )
-    question_field: str = Field("question", description="jsonl/parquet: the field holding the question.")
-    answer_field: str = Field("answer", description="jsonl/parquet: the field holding the answer.")
+    question_field: str = Field(
+        "question", max_length=256, description="jsonl/parquet: the field holding the question."
+    )
+    answer_field: str = Field("answer", max_length=256, description="jsonl/parquet: the field holding the answer.")
 
     @field_validator("operators")
     def _known_operators(cls, ops: str) -> str:
@@ -149,8 +161,9 @@ class TaskConfig(Section):
 
 
 class RewardConfig(Section):
-    weights: dict[str, float] = Field(
+    weights: dict[Annotated[str, Field(max_length=64)], Annotated[float, Field(ge=-1e6, le=1e6)]] = Field(
         default_factory=lambda: {"correct": 1.0},
+        max_length=16,
         description="Reward functions and their weights; the reward is the weighted sum, and each "
         "function is logged as reward/<name>/mean. Names: correct, format, length, overlong, flawed-positive.",
     )
@@ -164,6 +177,7 @@ class RewardConfig(Section):
     overlong_buffer: int = Field(
         4,
         ge=1,
+        le=1_000_000,
         description="overlong: completions within this many tokens of max_new_tokens are penalised "
         "linearly, down to -1 at the limit (DAPO's soft overlong punishment).",
     )
@@ -194,14 +208,16 @@ class RolloutConfig(Section):
         description="hf: batched sampling with a KV cache on torch, CPU or CUDA. vllm: an offline vLLM engine on "
         "the learner's CUDA GPU, asleep during each update (needs pip install -e '.[gpu]'; cannot stop rows early).",
     )
-    group_size: int = Field(8, ge=2, description="G: completions sampled per prompt (at least 2 for a group baseline).")
-    prompts_per_step: int = Field(16, ge=1, description="Prompts whose groups make one training batch.")
+    group_size: int = Field(
+        8, ge=2, le=4096, description="G: completions sampled per prompt (at least 2 for a group baseline)."
+    )
+    prompts_per_step: int = Field(16, ge=1, le=65_536, description="Prompts whose groups make one training batch.")
     max_new_tokens: int = Field(8, ge=1, le=4096, description="Longest completion, in tokens.")
-    temperature: float = Field(1.0, gt=0, description="Sampling temperature of training rollouts.")
+    temperature: float = Field(1.0, gt=0, le=10.0, description="Sampling temperature of training rollouts.")
     top_p: float = Field(
         1.0, gt=0, le=1, description="Nucleus sampling: keep the smallest set of tokens with this mass."
     )
-    top_k: int = Field(0, ge=0, description="Keep only the k likeliest tokens (0 = all).")
+    top_k: int = Field(0, ge=0, le=10_000_000, description="Keep only the k likeliest tokens (0 = all).")
 
 
 # --------------------------------------------------------------------------- pipeline stages
@@ -257,14 +273,17 @@ def _default(stage: str):
 
 
 class OptimizerConfig(Section):
-    lr: float = Field(2e-4, gt=0, description="AdamW learning rate.")
-    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    lr: float = Field(2e-4, gt=0, le=1.0, description="AdamW learning rate.")
+    weight_decay: float = Field(0.0, ge=0, le=10.0, description="AdamW weight decay.")
     beta1: float = Field(0.9, ge=0, lt=1, description="AdamW beta1.")
     beta2: float = Field(0.99, ge=0, lt=1, description="AdamW beta2.")
-    grad_clip: float = Field(1.0, ge=0, description="Clip the gradient's global norm to this (0 = no clipping).")
+    grad_clip: float = Field(
+        1.0, ge=0, le=1e6, description="Clip the gradient's global norm to this (0 = no clipping)."
+    )
     warmup_steps: int = Field(
         0,
         ge=0,
+        le=1_000_000_000,
         description="Linear learning-rate warm-up, in optimizer steps.",
         json_schema_extra={"acts_when": "within-updates"},
     )
@@ -273,12 +292,18 @@ class OptimizerConfig(Section):
 
 class ScheduleConfig(Section):
     steps: int = Field(100, ge=1, le=2**31 - 1, description="RL steps (one batch of rollouts each).")
-    time_limit_s: float | None = Field(None, gt=0, description="Stop after this many seconds of training, if set.")
-    updates_per_batch: int = Field(
-        1, ge=1, description="Passes over each batch (mu in GRPO; >1 makes the update off-policy)."
+    time_limit_s: float | None = Field(
+        None, gt=0, le=1e9, description="Stop after this many seconds of training, if set."
     )
-    minibatches: int = Field(1, ge=1, description="Optimizer steps per pass: the batch is split into this many.")
-    samples_per_step: int = Field(16, ge=0, description="Rollout samples recorded per step for the sample inspector.")
+    updates_per_batch: int = Field(
+        1, ge=1, le=64, description="Passes over each batch (mu in GRPO; >1 makes the update off-policy)."
+    )
+    minibatches: int = Field(
+        1, ge=1, le=4096, description="Optimizer steps per pass: the batch is split into this many."
+    )
+    samples_per_step: int = Field(
+        16, ge=0, le=1024, description="Rollout samples recorded per step for the sample inspector."
+    )
     length_buckets: int = Field(
         1,
         ge=1,
@@ -287,7 +312,7 @@ class ScheduleConfig(Section):
         "length, each padded only to its own longest: the same log-probabilities and loss, fewer padding positions "
         "computed when lengths have a long tail (up to the rounding of other batch shapes). 1: one forward.",
     )
-    save_every: int = Field(0, ge=0, description="Save a checkpoint every N steps (0 = only at the end).")
+    save_every: int = Field(0, ge=0, le=2**31 - 1, description="Save a checkpoint every N steps (0 = only at the end).")
     save_final: bool = Field(True, description="Save a checkpoint when training ends.")
     checkpoint_every: int | None = Field(
         None,
@@ -320,10 +345,13 @@ class EvalConfig(Section):
     Chen et al. 2021 (eq. 1) from eval.samples samples per prompt; maj@k votes over disjoint blocks of k."""
 
     every: int = Field(
-        10, ge=0, description="Evaluate every N steps, and before the first and after the last (0 = never)."
+        10,
+        ge=0,
+        le=10_000_000,
+        description="Evaluate every N steps, and before the first and after the last (0 = never).",
     )
-    size: int = Field(200, ge=1, description="Held-out prompts evaluated.")
-    k: int = Field(8, ge=1, description="The k of eval/pass@k and eval/maj@k.")
+    size: int = Field(200, ge=1, le=1_000_000, description="Held-out prompts evaluated.")
+    k: int = Field(8, ge=1, le=1024, description="The k of eval/pass@k and eval/maj@k.")
     samples: int = Field(
         0,
         ge=0,
@@ -332,7 +360,9 @@ class EvalConfig(Section):
         "with c of them correct (Chen et al. 2021), and maj@k as the mean vote over n // k disjoint blocks "
         "of k; 0 = k. More samples, tighter estimates.",
     )
-    temperature: float = Field(1.0, gt=0, description="Sampling temperature of the n samples (pass@1 is greedy).")
+    temperature: float = Field(
+        1.0, gt=0, le=10.0, description="Sampling temperature of the n samples (pass@1 is greedy)."
+    )
 
     @model_validator(mode="after")
     def _enough_samples_for_k(self) -> EvalConfig:
@@ -348,8 +378,10 @@ class EvalConfig(Section):
 
 class ResourcesConfig(Section):
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: CUDA when a GPU is visible, else CPU.")
-    threads: int = Field(2, ge=1, description="CPU threads torch may use (fixed, so CPU runs are bit-identical).")
-    gpus: int = Field(0, ge=0, description="GPUs the run needs; >0 routes it to the gpu queue.")
+    threads: int = Field(
+        2, ge=1, le=1024, description="CPU threads torch may use (fixed, so CPU runs are bit-identical)."
+    )
+    gpus: int = Field(0, ge=0, le=1024, description="GPUs the run needs; >0 routes it to the gpu queue.")
     nodes: int = Field(1, ge=1, le=1024, description="Machines the run spans; with executor ray, more than 1 spreads "
                        "the rollout actors over them.")  # fmt: skip
     executor: Literal["local", "ray"] = Field(
@@ -399,7 +431,9 @@ NOT_HASHED = {
 
 
 class RunConfig(Section):
-    method: str | None = Field(None, description="The method preset this config started from (see `methods`).")
+    method: str | None = Field(
+        None, max_length=64, description="The method preset this config started from (see `methods`)."
+    )
     seed: int = Field(
         0, ge=0, le=2**31 - 1, description="Seeds Python, NumPy and torch, the data order and the sampling."
     )
@@ -743,7 +777,7 @@ def apply_override(raw: dict[str, Any], assignment: str) -> None:
     """Apply one `key.path=value` override in place; the value is read as YAML (7, true, 1e-3, [a, b])."""
     key, sep, text = assignment.partition("=")
     if not sep or not key.strip():
-        raise ConfigError(f"--set expects key.path=value, got '{assignment}'")
+        raise ConfigError(f"--set expects key.path=value, got '{assignment}'", {"config": "expected key.path=value"})
     try:
         value = yaml.safe_load(text) if text.strip() else ""
     except yaml.YAMLError:
@@ -753,15 +787,62 @@ def apply_override(raw: dict[str, Any], assignment: str) -> None:
     for part in parts[:-1]:
         child = node.setdefault(part, {})
         if not isinstance(child, dict):
-            raise ConfigError(f"--set {key}: '{part}' is not a section")
+            problem = f"'{part}' is not a section: it holds a value, not knobs"
+            raise ConfigError(f"--set {key}: {problem}", {key.strip(): problem})
         node = child
     node[parts[-1]] = value
 
 
+MAX_DEPTH = 16  # how deep a raw config may nest (a section, a knob, a value's own lists and mappings)
+
+
+def shape_problems(raw: Any) -> dict[str, str]:
+    """What keeps `raw` from even having a run config's shape, by field ({} when it has it).
+
+    A mapping of sections; `method` text (or none); every section a mapping of knobs; nothing nested deeper
+    than MAX_DEPTH. Checked before anything reads the config (merging, the form, the presets), so a list where a
+    section belongs is a message naming the section, never a crash in the code that reads it.
+    """
+    if not isinstance(raw, dict):
+        return {"config": f"a run config is a mapping of sections to knobs, got {_kind(raw)}"}
+    problems = {}
+    for key, value in raw.items():
+        if not isinstance(key, str):
+            problems["config"] = f"a section's name is text, got {_kind(key)} {key!r:.40}"
+        elif key == "method":
+            if value is not None and not isinstance(value, str):
+                problems[key] = f"a method is the name of a preset, got {_kind(value)}"
+        elif key in RunConfig.model_fields and _is_section(key) and not isinstance(value, dict):
+            problems[key] = f"a section is a mapping of knobs (e.g. {key}: {{...}}), got {_kind(value)}"
+        elif _depth(value) > MAX_DEPTH:
+            problems[key] = f"nested more than {MAX_DEPTH} deep"
+    return problems
+
+
+def _is_section(field: str) -> bool:
+    annotation = RunConfig.model_fields[field].annotation
+    return field not in ("method", "seed") and annotation not in (int, str, float, bool)
+
+
+def _depth(value: Any, limit: int = MAX_DEPTH + 1) -> int:
+    """How deep `value` nests, counted no further than `limit` (a hostile config may nest thousands deep)."""
+    if limit <= 0 or not isinstance(value, (dict, list)):
+        return 0
+    items = value.values() if isinstance(value, dict) else value
+    return 1 + max((_depth(item, limit - 1) for item in items), default=0)
+
+
+def _kind(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", bool: "true/false", type(None): "nothing"}.get(
+        type(value), f"a {type(value).__name__}"
+    )
+
+
 def resolve(raw: dict[str, Any]) -> RunConfig:
     """Lay the user's dict over its method's preset and validate the result."""
-    if not isinstance(raw, dict):
-        raise ConfigError("a run config must be a mapping of sections to knobs")
+    problems = shape_problems(raw)
+    if problems:
+        raise ConfigError("\n".join(f"{where}: {text}" for where, text in problems.items()), problems)
     method = raw.get("method")
     if method is not None:
         if method not in METHODS:
@@ -868,3 +949,31 @@ def json_schema() -> dict[str, Any]:
         for stage, members in STAGE_KNOBS.items()
     }
     return schema
+
+
+@functools.cache
+def input_schema() -> dict[str, Any]:
+    """The JSON Schema of a run config as a client sends it, self-contained for the API's OpenAPI document.
+
+    RunConfig's schema with every $ref written out in place (the document has no $defs of its own), a stage's
+    components as anyOf (a stage given without `name` keeps its preset's or the default component, so more than
+    one member may fit) and no discriminator; every section and knob optional, as resolve() lays what is given
+    over the method's preset.
+    """
+    schema = RunConfig.model_json_schema()
+    definitions = schema.pop("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, list):
+            return [inline(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            target = inline(definitions[node["$ref"].rsplit("/", 1)[-1]])
+            return {**target, **{k: inline(v) for k, v in node.items() if k != "$ref"}}
+        out = {k: inline(v) for k, v in node.items() if k not in ("discriminator", "required")}
+        if "oneOf" in out:
+            out["anyOf"] = out.pop("oneOf")
+        return out
+
+    return inline(schema)

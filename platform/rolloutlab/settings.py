@@ -106,10 +106,16 @@ if EMBEDDED:
     SECRET_KEY = SECRET_KEY or EMBEDDED_SECRET_KEY
 elif not SECRET_KEY:
     raise ImproperlyConfigured("SECRET_KEY (or SECRET_KEY_FILE) must be set outside the embedded mode")
-elif SECRET_KEY in PUBLIC_SECRET_KEYS:
+elif SECRET_KEY in PUBLIC_SECRET_KEYS or "change-me" in SECRET_KEY:
     raise ImproperlyConfigured(
         "SECRET_KEY is a published example value (the embedded mode's or .env.example's): anyone could sign "
         'sessions with it. Set your own, e.g. python -c "import secrets; print(secrets.token_urlsafe(50))"'
+    )
+elif len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5:  # Django's own bar for a key (check --deploy, W009)
+    raise ImproperlyConfigured(
+        f"SECRET_KEY is too weak to sign sessions and share links ({len(SECRET_KEY)} characters, "
+        f"{len(set(SECRET_KEY))} distinct; at least 50 and 5): "
+        'set a random one, e.g. python -c "import secrets; print(secrets.token_urlsafe(50))"'
     )
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")

@@ -1,6 +1,8 @@
 """The compare service on constructed runs: grouping, the three x-axes, bands, time to target, config diff,
 the knobs that vary and the parallel coordinates over them."""
 
+import json
+
 import numpy as np
 import pytest
 from django.contrib.auth import get_user_model
@@ -228,3 +230,24 @@ def test_parallel_coordinates_keep_the_most_varied_knobs_when_too_many_differ(pr
 def test_runs_that_differ_only_by_seed_have_no_parallel_coordinates(project):
     runs = [make_run(project, "grpo", s, lambda t: 0.1, 1, steps=2) for s in (0, 1)]
     assert build_comparison(View(runs=[r.id for r in runs]), project.owner)["parallel"] is None
+
+
+@pytest.mark.parametrize("band", ["minmax", "ci", "se"])
+def test_values_near_a_floats_limit_give_json_numbers_or_nulls_never_a_500(project, band):
+    """1.7e308 comes back from jsonb as an integer of 309 digits, and means of such values overflow to inf."""
+    from django.test import Client
+
+    runs = [make_run(project, "grpo", s, lambda t, s=s: 1.7e308 - s * 1e306, 10, steps=20) for s in range(3)]
+    client = Client()
+    client.force_login(project.owner)
+    ids = ",".join(str(r.id) for r in runs)
+    response = client.get(f"/api/compare?runs={ids}&metrics=reward/mean&table=reward/mean&band={band}&smooth=0.5")
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert "Infinity" not in text and "NaN" not in text
+    data = json.loads(text)
+    (row,) = data["table"]
+    assert row["iqm"] is None or row["iqm"] > 1e307  # the mean of three 1.7e308s overflows to inf: null
+    assert data["parallel"] is None or all(
+        isinstance(v, float) for d in data["parallel"]["dimensions"] for v in d["values"]
+    )

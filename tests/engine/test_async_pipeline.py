@@ -1,6 +1,6 @@
 """The asynchronous trainer (schedule.max_staleness): its lag, its bound on staleness, its determinism.
 
-    SECRET_KEY=dev python -m pytest -q tests/engine/test_async_pipeline.py
+    python -m pytest -q tests/engine/test_async_pipeline.py
 
 Every run is a real one, on CPU: the tiny model samples in the rollout thread while it trains in
 the main thread. k = 0 must be the synchronous trainer, metric for metric; k > 0 must never let a

@@ -58,6 +58,19 @@ def test_a_start_sent_again_with_its_key_finds_the_same_run(alice_client):
     assert first.json()["id"] == again.json()["id"] and Run.objects.count() == 1
 
 
+def test_external_runs_count_against_the_users_cap_and_a_key_sent_again_is_not_refused(alice_client, settings):
+    settings.MAX_ACTIVE_RUNS_PER_USER = 2
+    first = post(alice_client, "/api/runs/external", {"project": "trl", "key": "run-key-0001"})
+    second = post(alice_client, "/api/runs/external", {"project": "trl"})
+    refused = post(alice_client, "/api/runs/external", {"project": "trl"})
+    assert (first.status_code, second.status_code, refused.status_code) == (201, 201, 429)
+    assert "at most 2" in refused.json()["error"] and Run.objects.count() == 2
+    again = post(alice_client, "/api/runs/external", {"project": "trl", "key": "run-key-0001"})
+    assert again.status_code == 200 and again.json()["id"] == first.json()["id"]  # its own run, found again
+    Run.objects.filter(id=first.json()["id"]).update(state="succeeded")
+    assert post(alice_client, "/api/runs/external", {"project": "trl"}).status_code == 201
+
+
 def test_it_refuses_a_config_over_its_bound_and_stores_nothing(alice_client):
     response = post(alice_client, "/api/runs/external", {"project": "trl", "config": {"x": "a" * MAX_CONFIG_BYTES}})
     assert response.status_code == 400 and f"at most {MAX_CONFIG_BYTES} bytes" in response.json()["fields"]["config"]
@@ -180,6 +193,15 @@ def test_cancelling_an_external_run_ends_it_and_refuses_its_next_report(alice_cl
     assert Run.objects.get(id=run.id).state == "cancelled"
     assert post(alice_client, f"/api/runs/{run.id}/points", {"points": points(1)}).status_code == 409
     assert alice_client.post(f"/api/runs/{run.id}/rerun").status_code == 409
+
+
+def test_an_external_run_offers_no_rerun_nor_launch_like_it_and_a_typed_one_is_a_clear_400(alice_client):
+    run = start(alice_client, config={"lr": 1e-6, "model": "qwen"})
+    page = alice_client.get(f"/runs/{run.id}/").content.decode()
+    assert 'id="rerun-button"' not in page and 'id="launch-like"' not in page
+    assert 'id="reported-by-a-script"' in page
+    typed = alice_client.get(f"/runs/launch/?from={run.id}")
+    assert typed.status_code == 400 and "reported by a script" in typed.content.decode()
 
 
 def test_the_run_page_of_an_external_run_shows_its_config(alice_client):

@@ -106,6 +106,26 @@ def test_hostile_form_fields_are_never_a_500_and_launch_nothing(alice_client, mo
     assert not any("\x00" in n for n in names)
 
 
+ACCOUNT_FORMS = {  # the pages' forms beside the launch and sweep ones, each field by name
+    "/account/tokens/": ["name", "days"],
+    "/compare/share/": ["days", "runs", "experiment"],
+}
+
+
+@pytest.mark.django_db
+def test_hostile_values_in_the_account_and_share_forms_are_never_a_500(alice_client, alice):
+    from rolloutlab.accounts.access import home_team
+
+    team = home_team(alice)  # alice's own team, of which she is the admin
+    forms = {**ACCOUNT_FORMS, f"/account/teams/{team.id}/members/": ["username", "role"]}
+    longer = ["x" * n for n in (51, 101, 151, 201, 256)]  # just past the columns text fields are saved into
+    for path, fields in forms.items():
+        for field in fields:
+            for value in [*HOSTILE, *longer]:
+                response = alice_client.post(path, {field: value})
+                assert response.status_code < 500, (path, field, value[:20], response.status_code)
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize(
     "body, where",

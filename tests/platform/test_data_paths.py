@@ -67,6 +67,14 @@ def test_a_dataset_path_outside_the_roots_is_a_field_error_at_the_api(alice_clie
     assert Run.objects.count() == 0
 
 
+def test_the_yaml_check_names_a_path_outside_the_roots_as_the_launch_does(alice_client, roots):
+    text = "task: {name: jsonl, path: /etc/passwd}\neval: {size: 8}\n"
+    check = alice_client.post("/runs/launch/check/", {"config_yaml": text}).json()
+    assert "outside this deployment's data roots" in check["errors"]["task.path"]
+    launch = alice_client.post("/runs/launch/", {"mode": "yaml", "config_yaml": text, "project": "p"})
+    assert launch.status_code == 400 and Run.objects.count() == 0
+
+
 def test_the_launch_page_shows_the_path_error_beside_its_field(alice_client, roots):
     _, outside = roots
     values = form_values(alice_client.get("/runs/launch/").content.decode())

@@ -23,7 +23,7 @@ def launch(client, **sections):
 @pytest.mark.parametrize(
     "sections, field",
     [
-        ({"rollout": {"prompts_per_step": 10**9}}, "rollout.prompts_per_step"),
+        ({"rollout": {"prompts_per_step": 50_000}}, "rollout.prompts_per_step"),
         ({"model": {"hidden_size": 2048, "layers": 48, "heads": 16}}, "model.hidden_size"),
         ({"eval": {"size": 100, "samples": 1024}}, "eval.size"),
         ({"schedule": {"steps": 10**8}}, "schedule.steps"),

@@ -56,6 +56,15 @@ def test_search_finds_runs_by_name_tags_or_notes_in_any_case(alice_client, alice
     assert set(listed(alice_client, "?q=grpo")) == {"grpo-baseline", "mc-grpo"}
 
 
+def test_the_filter_forms_any_is_sent_empty_and_filters_nothing(alice_client, alice):
+    """The list's form, submitted as it stands: every select left at "any" arrives as an empty value."""
+    make_run(alice, "mc-grpo")
+    make_run(alice, "dapo-long")
+    assert listed(alice_client, "?project=&method=&state=&tag=&sort=&q=mc") == ["mc-grpo"]
+    assert set(listed(alice_client, "?project=&method=&state=&tag=&sort=&q=")) == {"mc-grpo", "dapo-long"}
+    assert alice_client.get("/api/runs?state=&q=mc").json()["runs"][0]["name"] == "mc-grpo"
+
+
 def test_search_needs_every_word_to_match_somewhere(alice_client, alice):
     make_run(alice, "grpo-baseline", tags=["ablation"])
     make_run(alice, "grpo-other")

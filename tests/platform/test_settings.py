@@ -19,6 +19,7 @@ from tests.platform.live import ROOT
 from tests.services import TEST_SIGNING_KEY
 
 MANAGE_CHECK = ["manage.py", "check", "--deploy", "--fail-level", "WARNING"]
+OWN_KEY = secrets.token_urlsafe(50)  # a key a deployment may use
 TEAM = {"DATABASE_URL": "postgres://rolloutlab:pw@db.internal:5432/rolloutlab", "REDIS_URL": "redis://cache:6379/0"}
 
 
@@ -49,18 +50,18 @@ def loaded(env: dict[str, str], names: list[str], tmp_path) -> dict:
 
 
 def test_a_database_url_without_a_redis_url_is_refused(tmp_path):
-    message = refusal(start({"DATABASE_URL": TEAM["DATABASE_URL"], "SECRET_KEY": "k" * 50}, tmp_path=tmp_path))
+    message = refusal(start({"DATABASE_URL": TEAM["DATABASE_URL"], "SECRET_KEY": OWN_KEY}, tmp_path=tmp_path))
     assert "DATABASE_URL is set but REDIS_URL is not" in message
     assert "inside the web process" in message
 
 
 def test_a_redis_url_without_a_database_url_is_refused(tmp_path):
-    message = refusal(start({"REDIS_URL": TEAM["REDIS_URL"], "SECRET_KEY": "k" * 50}, tmp_path=tmp_path))
+    message = refusal(start({"REDIS_URL": TEAM["REDIS_URL"], "SECRET_KEY": OWN_KEY}, tmp_path=tmp_path))
     assert "REDIS_URL is set but DATABASE_URL is not" in message
 
 
 def test_team_mode_refuses_the_in_process_executor(tmp_path):
-    message = refusal(start({**TEAM, "SECRET_KEY": "k" * 50, "RUN_EXECUTOR": "inprocess"}, tmp_path=tmp_path))
+    message = refusal(start({**TEAM, "SECRET_KEY": OWN_KEY, "RUN_EXECUTOR": "inprocess"}, tmp_path=tmp_path))
     assert "RUN_EXECUTOR=inprocess is for the embedded mode only" in message
 
 
@@ -84,6 +85,12 @@ def test_team_mode_refuses_the_secret_key_of_env_example(tmp_path):
     key_file.write_text(example["SECRET_KEY"] + "\n")
     message = refusal(start({**TEAM, "SECRET_KEY_FILE": str(key_file)}, tmp_path=tmp_path))
     assert "SECRET_KEY is a published example value" in message
+
+
+@pytest.mark.parametrize("key", ["x", "k" * 50, "change-me", "abcd" * 20])
+def test_team_mode_refuses_a_weak_or_placeholder_secret_key(tmp_path, key):
+    message = refusal(start({**TEAM, "SECRET_KEY": key}, tmp_path=tmp_path))
+    assert "SECRET_KEY is too weak" in message or "SECRET_KEY is a published example value" in message
 
 
 def test_team_mode_with_its_own_secret_runs_on_celery(tmp_path):

@@ -118,3 +118,66 @@ async def test_the_websocket_of_a_shared_run_opens_with_its_token_only(django_us
             await communicator.disconnect()
     finally:
         await sync_to_async(connections.close_all)()
+
+
+@pytest.mark.django_db
+def test_a_share_link_reads_the_audit_record_without_the_uncommitted_diff(alice_client, alice):
+    from rolloutlab.audit.models import AuditRecord
+
+    (run,) = make_runs(alice, 1)
+    planted = "+API_KEY = 'zq8-not-a-pattern-anyone-knows-7f3'"
+    code = {"dirty": True, "diff": f"--- a/x.py\n{planted}\n", "diff_sha256": "ab" * 32}
+    AuditRecord.objects.create(run=run, record={"code": code, "seed": 0})
+    _, token = create_link(alice, "run", [run])
+    shared = Client().get(f"/api/runs/{run.id}/audit?share={token}").json()["record"]["code"]
+    assert planted not in shared["diff"] and "withheld" in shared["diff"]
+    assert shared["diff_sha256"] == "ab" * 32 and shared["dirty"] is True  # what it was, still said
+    assert planted in alice_client.get(f"/api/runs/{run.id}/audit").json()["record"]["code"]["diff"]  # a member
+
+
+async def open_socket(path: str, user=None) -> WebsocketCommunicator:
+    communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), path)
+    communicator.scope["user"] = user or AnonymousUser()
+    connected, _ = await communicator.connect()
+    assert connected
+    return communicator
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.asyncio
+async def test_revoking_a_link_closes_its_open_websocket_and_leaves_a_members_open(django_user_model):
+    from rolloutlab.accounts.sharing import revoke
+
+    try:
+        alice = await sync_to_async(django_user_model.objects.create_user)("alice")
+        (run,) = await sync_to_async(make_runs)(alice, 1)
+        link, token = await sync_to_async(create_link)(alice, "run", [run])
+        shared = await open_socket(f"/ws/runs/{run.id}/?share={token}")
+        member = await open_socket(f"/ws/runs/{run.id}/", alice)
+        await sync_to_async(revoke)(alice, link.id)
+        assert (await shared.receive_json_from(timeout=5))["kind"] == "closed"
+        assert (await shared.receive_output(timeout=5))["code"] == 4403
+        assert await member.receive_nothing(timeout=0.5)  # the member's socket is untouched
+        await member.disconnect()
+    finally:
+        await sync_to_async(connections.close_all)()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.asyncio
+async def test_removing_a_member_closes_their_open_websockets_of_the_teams_runs(django_user_model):
+    from rolloutlab.accounts.access import home_team
+    from rolloutlab.accounts.services import remove_member
+
+    try:
+        alice = await sync_to_async(django_user_model.objects.create_user)("alice")
+        bob = await sync_to_async(django_user_model.objects.create_user)("bob")
+        (run,) = await sync_to_async(make_runs)(alice, 1)
+        team = await sync_to_async(home_team)(alice)
+        membership = await sync_to_async(Membership.objects.create)(team=team, user=bob, role=Role.VIEWER)
+        socket = await open_socket(f"/ws/runs/{run.id}/", bob)
+        await sync_to_async(remove_member)(alice, team, membership.id)
+        assert (await socket.receive_json_from(timeout=5))["kind"] == "closed"
+        assert (await socket.receive_output(timeout=5))["code"] == 4403
+    finally:
+        await sync_to_async(connections.close_all)()

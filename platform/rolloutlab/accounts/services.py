@@ -13,6 +13,7 @@ from django.utils import timezone
 from rolloutlab.accounts.access import role_of
 from rolloutlab.accounts.models import ApiToken, Membership, Role, Team
 from rolloutlab.inputs import UserInputError
+from rolloutlab.metrics import realtime
 
 
 def issue_token(user, name: str, days: int | None) -> tuple[ApiToken, str]:
@@ -68,6 +69,8 @@ def remove_member(admin, team: Team, membership_id: int) -> None:
         if membership.role == Role.ADMIN:
             keep_an_admin(team, leaving=membership)
         membership.delete()
+        user = membership.user
+        transaction.on_commit(lambda: realtime.recheck_access(realtime.access_group(user)))  # its open sockets
 
 
 def keep_an_admin(team: Team, leaving: Membership) -> None:

@@ -15,12 +15,14 @@ from datetime import timedelta
 
 from django.core import signing
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
 
 from rolloutlab.accounts import activity
 from rolloutlab.accounts.access import Action, may
 from rolloutlab.accounts.models import Role, ShareLink
+from rolloutlab.metrics import realtime
 from rolloutlab.runs.models import Run
 
 SALT = "rolloutlab.share-link"
@@ -97,4 +99,6 @@ def revoke(user, link_id: int) -> ShareLink:
     if link.revoked_at is None:
         link.revoked_at = timezone.now()
         link.save(update_fields=["revoked_at"])
+        # the link's open websockets stop streaming too
+        transaction.on_commit(lambda: realtime.recheck_access(realtime.access_group(ShareGrant(link))))
     return link

@@ -15,13 +15,13 @@ from rolloutlab.accounts.access import get_project_for_user, get_run_for_user, g
 from rolloutlab.accounts.models import Activity, ApiToken, Role
 from rolloutlab.compare.permalink import parse_view
 from rolloutlab.compare.presenters import compare_page_context
-from rolloutlab.inputs import Name, Strict, UserInputError, field_errors, text
+from rolloutlab.inputs import Strict, UserInputError, field_errors, text
 from rolloutlab.runs.models import Run
 from rolloutlab.runs.presenters import run_page_context
 
 
 class TokenForm(Strict):
-    name: Name = Field(min_length=1)
+    name: text(ApiToken._meta.get_field("name").max_length, min_length=1)  # what its column holds
     days: int | None = Field(None, ge=1, le=3650, description="expires after this many days; empty: never")
 
 

@@ -68,7 +68,7 @@ def audit(request, run_id: RunId):
         {"rerun": v.rerun_id, "result": v.result, "verdict": v.verdict}
         for v in Verification.objects.filter(original=run).order_by("id")
     ]
-    return {"run": run.id, "record": services.record_of(run), "verifications": verifications,
+    return {"run": run.id, "record": services.record_for(run, request.auth), "verifications": verifications,
             "config_yaml": yaml.safe_dump(run.config, sort_keys=False)}  # fmt: skip
 
 

@@ -10,6 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from rolloutlab.accounts import activity
+from rolloutlab.accounts.access import is_member
 from rolloutlab.audit.models import AuditRecord, Verification
 from rolloutlab.audit.signing import deployment_key, trusted_keys
 from rolloutlab.inputs import UserInputError
@@ -84,6 +85,18 @@ def complete_verification(rerun_id: int) -> Verification | None:
 def record_of(run: Run) -> dict:
     audit = AuditRecord.objects.filter(run=run).first()
     return audit.record if audit else {}
+
+
+WITHHELD = "withheld from a share link: a member of the team reads it on the run's audit page"
+
+
+def record_for(run: Run, reader) -> dict:
+    """The record as `reader` may read it: whole for a member of the run's team; for a share link's holder without
+    the text of the uncommitted diff (its sha256 stays), which may hold what the redaction does not know to hide."""
+    record = record_of(run)
+    if is_member(reader) or not record.get("code", {}).get("diff"):
+        return record
+    return {**record, "code": {**record["code"], "diff": WITHHELD}}
 
 
 def differences(a: Run, b: Run) -> dict[str, list[dict]]:

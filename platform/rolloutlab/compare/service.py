@@ -15,6 +15,7 @@ Runs are grouped by "method" or by a config knob whose value differs among them
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 import numpy as np
@@ -184,7 +185,8 @@ def final_table(view: View, groups: dict[str, list[Run]]) -> list[dict]:
     """Per group: mean, IQM with its bootstrap interval, P(improvement over the baseline), time to target."""
     metric = view.table_metric
     scores = {
-        label: [r.summary[metric] for r in runs if r.summary.get(metric) is not None] for label, runs in groups.items()
+        label: [score(r.summary[metric]) for r in runs if r.summary.get(metric) is not None]
+        for label, runs in groups.items()
     }
     baseline = scores.get(view.baseline) if view.baseline in scores else None
     reach = time_to_target(view, groups) if view.target is not None else {}
@@ -284,7 +286,7 @@ def parallel_coordinates(view: View, runs: list[Run], knobs: list[str]) -> dict 
     values = {knob: [config.get(knob, MISSING) for config in configs] for knob in knobs}
     shown = axes_to_show(values)
     dimensions = [knob_axis(knob, values[knob]) for knob in knobs if knob in shown]
-    dimensions.append({"label": view.table_metric, "values": [float(run.summary[view.table_metric]) for run in scored]})
+    dimensions.append({"label": view.table_metric, "values": [score(run.summary[view.table_metric]) for run in scored]})
     return {"dimensions": dimensions, "runs": [run.id for run in scored], "unscored": len(runs) - len(scored),
             "hidden_knobs": [knob for knob in knobs if knob not in shown]}  # fmt: skip
 
@@ -300,8 +302,19 @@ def axes_to_show(values: dict[str, list]) -> set[str]:
     return set(sorted(values, key=lambda knob: (-distinct[knob], knob))[:MAX_KNOB_AXES])
 
 
+def score(value) -> float:
+    """A run's summary value as a float: NaN if it is no number; ±inf past a float's range. A float near its
+    limit (1.7e308) comes back from PostgreSQL's jsonb as an integer of 309 digits, which numpy cannot take."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return math.nan
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def _finite(value) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and bool(np.isfinite(value))
+    return math.isfinite(score(value))
 
 
 def knob_axis(knob: str, values: list) -> dict:

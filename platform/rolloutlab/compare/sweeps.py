@@ -100,10 +100,10 @@ def parse_sweep(post) -> Plan:
     configs = []
     for method, seed, *grid in cells:
         config = {"method": method, "seed": seed}
-        for assignment in [*(f"{k}={yaml.safe_dump(v).strip()}" for k, v in overrides.items()),
-                           *(f"{k}={yaml.safe_dump(v).strip()}" for k, v in grid)]:  # fmt: skip
-            apply_override(config, assignment)
         try:
+            for assignment in [*(f"{k}={yaml.safe_dump(v).strip()}" for k, v in overrides.items()),
+                               *(f"{k}={yaml.safe_dump(v).strip()}" for k, v in grid)]:  # fmt: skip
+                apply_override(config, assignment)  # a grid knob below a plain value (seed.x) is refused here
             validate_config(config)  # the deployment's limits too, before anything is launched
         except ConfigError as exc:
             label = ", ".join(f"{k}={v}" for k, v in grid) or method

@@ -21,7 +21,7 @@ from rolloutlab.compare.permalink import BadView, parse_view
 from rolloutlab.compare.presenters import compare_page_context
 from rolloutlab.compare.service import INDEX_PAGE_SIZE, experiments_for_index, select_runs
 from rolloutlab.compare.sweeps import SweepError, launch_sweep, parse_sweep
-from rolloutlab.inputs import Id, Strict, UserInputError, ascii_digits, page_inputs, text
+from rolloutlab.inputs import Id, Strict, UserInputError, ascii_digits, bad_input_page, page_inputs, text
 from rolloutlab.runs.forms import LaunchQuery, form_sections, launch_defaults
 from rolloutlab.runs.models import State
 from rolloutlab.runs.presenters import ROW_METRICS
@@ -87,7 +87,10 @@ def share(request):
 @page_inputs(LaunchQuery)
 def sweep(request, query: LaunchQuery):
     """Methods x seeds (x a grid over up to two knobs) on one base config, launched as one experiment."""
-    errors, values = {}, launch_defaults(request.user, query)
+    try:
+        errors, values = {}, launch_defaults(request.user, query)
+    except UserInputError as exc:  # ?from= a run reported by a script
+        return bad_input_page(request, exc)
     if request.method == "POST":
         home_team(request.user)  # viewers may not launch: 403 before anything
         try:

@@ -1,4 +1,4 @@
-"""Realtime notifications: one helper names a run's group, one sends to it.
+"""Realtime notifications: helpers name the groups (a run's, an access holder's), one sends to them.
 
 Postgres is the truth: a message only carries what was just committed, and a
 client that reconnects re-reads from the database.
@@ -28,20 +28,36 @@ def run_group(run_id: int) -> str:
     return f"run.{run_id}"
 
 
+def access_group(holder) -> str:
+    """The group of every websocket one holder opened: a share link's (`share.<id>`) or a user's (`user.<id>`)."""
+    link = getattr(holder, "link", None)  # a share link's holder (rolloutlab.accounts.sharing.ShareGrant)
+    return f"share.{link.id}" if link is not None else f"user.{holder.id}"
+
+
 def notify(run_id: int, event: dict) -> None:
     """Send an event to every websocket watching the run; never fails the caller."""
+    send(run_group(run_id), {"type": "run.event", "event": event})
+
+
+def recheck_access(group: str) -> None:
+    """Ask every websocket of an access group to check that its holder may still see its run (a share link was
+    revoked, a member removed): one that may not is closed."""
+    send(group, {"type": "access.recheck"})
+
+
+def send(group: str, message: dict) -> None:
+    """group_send from sync code, best effort: the database is the truth, and a client that reconnects re-reads."""
     layer = get_channel_layer()
-    message = {"type": "run.event", "event": event}
     try:
         if isinstance(layer, InMemoryChannelLayer):
             if server_loop is not None and server_loop.is_running():
-                asyncio.run_coroutine_threadsafe(layer.group_send(run_group(run_id), message), server_loop)
+                asyncio.run_coroutine_threadsafe(layer.group_send(group, message), server_loop)
             return
-        async_to_sync(layer.group_send)(run_group(run_id), message)
+        async_to_sync(layer.group_send)(group, message)
     except SoftTimeLimitExceeded:  # the run's time limit struck while it waited here: the executor fails the run
         raise  # (swallowed, the hard limit would kill the worker's child, and the run would be re-queued)
     except Exception:  # noqa: BLE001 - a notification is best effort; the database has the data
-        log.warning("could not notify run %s", run_id, exc_info=True)
+        log.warning("could not notify %s", group, exc_info=True)
 
 
 def publish_points(run_id: int, names, steps, values, progress: dict) -> None:

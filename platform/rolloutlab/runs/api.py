@@ -6,11 +6,11 @@ objects only through rolloutlab.accounts.access; errors are rolloutlab.api's.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from django.urls import reverse
 from ninja import Query, Router, Status
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
 from rolloutlab.accounts.access import Action, get_run_for_user, project_for_launch
 from rolloutlab.accounts.auth import READERS
@@ -36,15 +36,20 @@ from rolloutlab.runs.presenters import save_chart_choice
 from rolloutlab.runs.queries import RunFilters, filtered_runs
 from rolloutlab.runs.serializers import run_detail_json, run_json
 from rolloutlab.wire import ExternalRunIn, ExternalRunOut, FinishIn, PointsIn, SamplesIn, StoredOut
-from workers.config import json_schema
+from workers.config import input_schema, json_schema
 
 router = Router(tags=["runs"])
 MAX_SERIES_POINTS = 5000
 LIST_LIMIT = 500
 
 
+# The config's documented type is the run config's own JSON Schema (so the API's fuzzing reaches inside it);
+# what checks it is services.validate_config, the one entry point every way of launching passes through.
+RunConfigIn = Annotated[dict[str, Any], WithJsonSchema(input_schema())]
+
+
 class LaunchIn(Strict):
-    config: dict[str, Any] = Field(default_factory=dict, description="A RunConfig: a method and any knobs over it")
+    config: RunConfigIn = Field(default_factory=dict, description="A RunConfig: a method and any knobs over it")
     name: Name = ""
     tags: Tags = []
     project: ProjectName | None = Field(None, description="A project of yours (made in your team if new)")

@@ -62,9 +62,9 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             if not (self.run_id <= MAX_ID and user and user.is_authenticated and await self.run_visible(user)):
                 await self.close(code=4403)
                 return
-            group = realtime.run_group(self.run_id)
-            await self.channel_layer.group_add(group, self.channel_name)
-            self.group = group
+            self.groups_joined = [realtime.run_group(self.run_id), realtime.access_group(user)]
+            for group in self.groups_joined:  # the run's events, and word that its holder's access changed
+                await self.channel_layer.group_add(group, self.channel_name)
         except Exception as exc:
             await self.unavailable(exc)
             return
@@ -79,9 +79,9 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         await self.close(code=UNAVAILABLE)
 
     async def disconnect(self, code):
-        if hasattr(self, "group"):
+        for group in getattr(self, "groups_joined", []):
             try:
-                await self.channel_layer.group_discard(self.group, self.channel_name)
+                await self.channel_layer.group_discard(group, self.channel_name)
             except Exception as exc:  # Redis away: its group entries expire by themselves
                 if not service_down(exc):
                     raise
@@ -105,11 +105,27 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
     async def run_event(self, message):
         await self.send_json(message["event"])
 
+    async def access_recheck(self, message):
+        """The holder's access changed (its share link revoked, a membership removed): close if the run is gone."""
+        if not await self.still_allowed():
+            await self.send_json({"kind": "closed", "error": "you may no longer see this run"})
+            await self.close(code=4403)
+
+    @database_sync_to_async
+    def still_allowed(self) -> bool:
+        user = self.scope["user"]
+        if getattr(user, "link", None) is not None:  # a share link's holder: the link must still open
+            user = grant_for(self.share_token)
+            if user is None:
+                return False
+        return visible_runs(user).filter(id=self.run_id).exists()
+
     @database_sync_to_async
     def share_grant(self):
         """?share=<token>: a share link's holder watches the link's runs (None without one)."""
         token = parse_qs(self.scope.get("query_string", b"").decode("latin-1")).get("share", [""])[0]
-        return grant_for(token[:500]) if token else None
+        self.share_token = token[:500]
+        return grant_for(self.share_token) if token else None
 
     @database_sync_to_async
     def run_visible(self, user) -> bool:

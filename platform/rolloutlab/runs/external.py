@@ -23,6 +23,7 @@ from rolloutlab.metrics.ingest import write_new_columns
 from rolloutlab.metrics.models import MetricKey, MetricPoint
 from rolloutlab.metrics.realtime import publish_points
 from rolloutlab.runs.lifecycle import run_ended, transition
+from rolloutlab.runs.limits import check_active_runs
 from rolloutlab.runs.models import Kind, Run, Sample, State, Transition
 from rolloutlab.wire import ExternalRunIn, FinishIn, Point, SampleIn
 from workers import metrics as metric
@@ -37,6 +38,7 @@ def start_external_run(user, given: ExternalRunIn) -> tuple[Run, bool]:
         if existing is not None:
             return existing, False
     project = project_for_launch(user, given.project)  # 403 for a viewer, as for a launch
+    check_active_runs(user)  # a script's run counts against the user's cap as a launched one does (429)
     canonical = json.dumps(given.config, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     now = timezone.now()
     try:

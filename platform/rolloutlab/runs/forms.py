@@ -23,8 +23,9 @@ from pydantic import Field, ValidationError
 from rolloutlab.accounts.access import get_run_for_user
 from rolloutlab.inputs import Id, Name, ProjectName, Strict, Tags, UserInputError, depth_exceeds, field_errors
 from rolloutlab.runs.limits import form_ceilings
+from rolloutlab.runs.models import Kind
 from workers import schedule_checks
-from workers.config import METHODS, STAGE_DEFAULTS, json_schema, resolve
+from workers.config import METHODS, STAGE_DEFAULTS, json_schema, resolve, shape_problems
 from workers.errors import ConfigError
 
 MAX_JSON_FIELD = 20_000  # characters of one JSON knob (e.g. reward weights)
@@ -196,14 +197,19 @@ def parse_yaml(text: str) -> tuple[dict, dict[str, str]]:
         return {}, {problem: f"not valid YAML{where}: {getattr(exc, 'problem', None) or exc}"}
     if not isinstance(raw, dict):
         return {}, {problem: "a run config is a mapping of sections to knobs (e.g. rollout: {group_size: 8})"}
+    shape = shape_problems(raw)  # before the form, the presets or the warnings read any of it
+    if shape:
+        return {}, shape
     return raw, {}
 
 
 def check_config(raw: dict) -> tuple[Any, dict[str, str]]:
     """The resolved RunConfig and no problems, or None and the config's problems by field, as the launch would
-    report them."""
+    report them: through the one entry point a launch passes (its data paths, the deployment's limits)."""
+    from rolloutlab.runs.services import validate_config
+
     try:
-        return resolve(raw), {}
+        return validate_config(raw), {}
     except ConfigError as exc:
         return None, exc.fields or {"config_yaml": str(exc)}
 
@@ -289,7 +295,13 @@ class LaunchFields(Strict):
 def launch_defaults(user, query: LaunchQuery) -> dict:
     """Form values: a run's config (?from=<id>, one the user may see), else a method's preset over the defaults."""
     if query.from_ is not None:
-        return get_run_for_user(user, query.from_).config
+        run = get_run_for_user(user, query.from_)
+        if run.kind != Kind.TRAINER:  # an external run's config is its script's own JSON, not a RunConfig
+            raise UserInputError(
+                f"run {run.id} was reported by a script: its config is the script's, not one Rollout Lab launches",
+                {"from": "a run Rollout Lab trained"},
+            )
+        return run.config
     method = query.method if query.method in METHODS else "grpo"
     return resolve({"method": method}).model_dump(mode="json")
 

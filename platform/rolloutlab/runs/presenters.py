@@ -34,6 +34,8 @@ def run_page_context(run: Run, user=None) -> dict:
         "transitions": run.transitions.all(),
         "attempts": list(run.attempts.all()),  # shown when there is more than one
         "resumable": run.kind == Kind.TRAINER and run.state in RESUMABLE_STATES and not services.imported(run),
+        # what Rollout Lab can launch again: a run its own trainer ran (an external run's script is elsewhere)
+        "relaunchable": run.kind == Kind.TRAINER,
         "log_lines": list(run.log_lines.order_by("-id")[:200])[::-1],
         "artifacts": run.artifacts.all(),
         "sample_steps": list(run.samples.values_list("step", flat=True).distinct().order_by("step")),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import F, FloatField, Q, QuerySet
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from rolloutlab.accounts.access import visible_runs
 from rolloutlab.inputs import Id, MetricName, Name, ProjectName, Strict, TagName, text
@@ -27,6 +27,14 @@ class RunFilters(Strict):
     q: text(200) | None = Field(None, description="words that each appear in a run's name, tags or notes")
     archived: bool = Field(False, description="list the archived runs instead of the others")
     view: TagName | None = Field(None, description="the name of one of your saved views of the runs table")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_means_any(cls, raw):
+        """A filter the list's form leaves at "any" is sent empty (?state=&q=mc): no filter, not an error."""
+        if isinstance(raw, dict):
+            return {key: value for key, value in raw.items() if value not in ("", None)}
+        return raw
 
     @field_validator("sort")
     @classmethod

@@ -22,7 +22,7 @@ from rolloutlab.accounts.access import (
 )
 from rolloutlab.accounts.sharing import create_link
 from rolloutlab.audit import trust
-from rolloutlab.inputs import UserInputError, page_inputs
+from rolloutlab.inputs import UserInputError, bad_input_page, page_inputs
 from rolloutlab.runs import services, table
 from rolloutlab.runs.forms import (
     LaunchFields,
@@ -82,7 +82,10 @@ def method_card(request, name: str):
 @page_inputs(LaunchQuery)
 def launch(request, query: LaunchQuery):
     errors: dict[str, str] = {}
-    values = launch_defaults(request.user, query)  # ?from= a run the user cannot see is a 404 on any method
+    try:
+        values = launch_defaults(request.user, query)  # ?from= a run the user cannot see is a 404 on any method
+    except UserInputError as exc:  # ?from= a run reported by a script
+        return bad_input_page(request, exc)
     if request.method == "POST":
         home_team(request.user)  # a viewer of every team they belong to may not launch: 403 before anything
         yaml_mode = request.POST.get("mode") == "yaml"

@@ -20,7 +20,7 @@ class NormalizationKnobs(Knobs):
         description="std: divide by the group's standard deviation (GRPO); mad: by the median absolute "
         "deviation from the group median (MC-GRPO's code); none: do not divide (Dr. GRPO).",
     )
-    eps: float = Field(1e-4, gt=0, description="Added to the standard deviation (or MAD) before dividing.")
+    eps: float = Field(1e-4, gt=0, le=1.0, description="Added to the standard deviation (or MAD) before dividing.")
 
 
 class GroupEstimatorKnobs(NormalizationKnobs):

@@ -32,6 +32,7 @@ class DynamicSamplingKnobs(FilterKnobs):
     max_rounds: int = Field(
         4,
         ge=1,
+        le=64,
         description="Most generation rounds per step; a batch still short after them is trained on as it "
         "is, and the shortfall is reported (pipeline/filter/missing_groups) and logged.",
     )

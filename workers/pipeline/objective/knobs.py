@@ -27,6 +27,7 @@ class ObjectiveKnobs(Knobs):
     clip_high: float = Field(
         0.2,
         gt=0,
+        le=10.0,
         description="Ratio clipped above at 1 + clip_high (DAPO's clip-higher raises it).",
         json_schema_extra={"acts_when": "off-policy"},
     )
@@ -40,6 +41,7 @@ class ObjectiveKnobs(Knobs):
     kl_coef: float = Field(
         0.0,
         ge=0,
+        le=100.0,
         description="Weight of the KL penalty to the frozen initial policy (k3 estimator; the log-gap is "
         "clamped to +-20 and the per-token value to 10, so one runaway token cannot make the loss inf).",
     )
@@ -50,7 +52,7 @@ class ObjectiveKnobs(Knobs):
         "on-policy); k1 = d (unbiased in value, but its expected gradient on-policy is 0).",
         json_schema_extra={"acts_when": "kl-on"},
     )
-    entropy_coef: float = Field(0.0, ge=0, description="Weight of the entropy bonus.")
+    entropy_coef: float = Field(0.0, ge=0, le=10.0, description="Weight of the entropy bonus.")
     old_logprobs: Literal["auto", "sampler", "recompute"] = Field(
         "auto",
         description="Where pi_old of the ratio comes from. sampler: the log-probabilities the rollout "
@@ -95,6 +97,7 @@ class TruncatedISKnobs(ObjectiveKnobs):
     is_bound: float = Field(
         2.0,
         ge=1,
+        le=1e6,
         description="C: the bound of the importance weight pi_old / pi_sampler (pi_old the trainer's own "
         "recomputed log-probabilities, pi_sampler the rollout backend's); 2 in Yao et al. 2025.",
     )
@@ -159,6 +162,7 @@ class VarianceControlledKnobs(ObjectiveKnobs):
     ess_power: float = Field(
         1.0,
         ge=0,
+        le=10.0,
         description="The learning rate of an optimizer step is multiplied by ESS^ess_power, ESS = (sum w)^2 / "
         "(n sum w^2) of the minibatch's sequence importance weights w = pi / pi_old (1 on-policy, 1/n when one "
         "sequence dominates); 0 leaves the step alone.",
