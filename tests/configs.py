@@ -16,7 +16,7 @@ def small_config(**sections):
         "model": {"hidden_size": 32, "layers": 2, "heads": 2, "warmup_steps": 150, "warmup_lr": 3e-3},
         "task": {"name": "arith", "digits": 1, "operands": 2, "operators": "+-"},
         "rollout": {"group_size": 4, "prompts_per_step": 4, "max_new_tokens": 4},
-        "schedule": {"steps": 3, "samples_per_step": 4, "save_final": False},
+        "schedule": {"steps": 3, "minibatches": 1, "samples_per_step": 4, "save_final": False},
         "eval": {"every": 0, "size": 16, "k": 2},
         "optimizer": {"lr": 1e-3},
         "resources": {"device": "cpu", "threads": 2},

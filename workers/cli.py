@@ -157,7 +157,7 @@ def train(cfg, task, out: Path, progress: bool = True, resume=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
     files = JsonlReporter(out)
-    reporters = [files, ProgressReporter(cfg.schedule.steps)] if progress else [files]
+    reporters = [files, ProgressReporter(cfg.schedule.steps, eval_every=cfg.eval.every)] if progress else [files]
     reporter = FanoutReporter(*reporters)
     try:
         if cfg.resources.executor == "ray":  # the task is built again by the learner, on its node

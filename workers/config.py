@@ -211,7 +211,9 @@ class RolloutConfig(Section):
     group_size: int = Field(
         8, ge=2, le=4096, description="G: completions sampled per prompt (at least 2 for a group baseline)."
     )
-    prompts_per_step: int = Field(16, ge=1, le=65_536, description="Prompts whose groups make one training batch.")
+    # the defaults (64 prompts x 8, two minibatches, 200 steps) are a first run that learns: with the tiny model on
+    # arith, held-out pass@1 0.29 -> 0.56-0.60 in about a minute on 2 CPU cores (tests/engine/test_learning.py)
+    prompts_per_step: int = Field(64, ge=1, le=65_536, description="Prompts whose groups make one training batch.")
     max_new_tokens: int = Field(8, ge=1, le=4096, description="Longest completion, in tokens.")
     temperature: float = Field(1.0, gt=0, le=10.0, description="Sampling temperature of training rollouts.")
     top_p: float = Field(
@@ -291,7 +293,7 @@ class OptimizerConfig(Section):
 
 
 class ScheduleConfig(Section):
-    steps: int = Field(100, ge=1, le=2**31 - 1, description="RL steps (one batch of rollouts each).")
+    steps: int = Field(200, ge=1, le=2**31 - 1, description="RL steps (one batch of rollouts each).")
     time_limit_s: float | None = Field(
         None, gt=0, le=1e9, description="Stop after this many seconds of training, if set."
     )
@@ -299,7 +301,7 @@ class ScheduleConfig(Section):
         1, ge=1, le=64, description="Passes over each batch (mu in GRPO; >1 makes the update off-policy)."
     )
     minibatches: int = Field(
-        1, ge=1, le=4096, description="Optimizer steps per pass: the batch is split into this many."
+        2, ge=1, le=4096, description="Optimizer steps per pass: the batch is split into this many."
     )
     samples_per_step: int = Field(
         16, ge=0, le=1024, description="Rollout samples recorded per step for the sample inspector."
@@ -345,7 +347,7 @@ class EvalConfig(Section):
     Chen et al. 2021 (eq. 1) from eval.samples samples per prompt; maj@k votes over disjoint blocks of k."""
 
     every: int = Field(
-        10,
+        20,
         ge=0,
         le=10_000_000,
         description="Evaluate every N steps, and before the first and after the last (0 = never).",
@@ -671,7 +673,7 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
         # scaled by the ESS, (ii) a closed-form minimum-variance baseline (abstract). The paper's off-policyness is
         # a policy lag; this synchronous trainer gets it by a second pass over the batch, with one minibatch so
         # that each group's baseline sees all of its samples.
-        {"objective": {"name": "variance-controlled"}, "schedule": {"updates_per_batch": 2}},
+        {"objective": {"name": "variance-controlled"}, "schedule": {"updates_per_batch": 2, "minibatches": 1}},
     ),
     "ppo-ewma": (
         "GRPO's clip against a proximal policy that is an average of the policy's recent weights, each token "

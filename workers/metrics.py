@@ -51,6 +51,7 @@ REWARD_S = "timing/reward_s"
 TRAIN_S = "timing/train_s"
 SYNC_S = "timing/sync_s"
 STEP_S = "timing/step_s"
+EVAL_S = "timing/eval_s"  # the held-out evaluation of the step, when one was due (not in step_s)
 ROLLOUT_TOKENS_PER_S = "throughput/rollout_tokens_per_s"  # decoded tokens / generate seconds
 RSS_GB = "system/rss_gb"  # resident memory of the worker
 GPU_MEM_GB = "system/gpu_mem_gb"  # peak CUDA memory

@@ -27,6 +27,25 @@ UPDATE_INTERVAL_S = 0.25  # a phase's counts: at most four state lines a second
 ENTRY_BURST = 4  # phases that may show at once as they are entered, one after another
 LOG_INTERVAL_S = 10.0
 LOG_AFTER_S = 1.0
+ETA_AFTER_S = 2.0  # a phase's time left is said once it has run this long (its rate is known)
+
+
+def time_left(step: int, total: int, step_seconds: float, eval_every: int, eval_seconds: float) -> float:
+    """Seconds until a run at `step` of `total` ends: its steps at `step_seconds` each, and the evaluations still due
+    (one every `eval_every` steps) at `eval_seconds` each; an ETA from the wall clock would count an evaluation as
+    the time of the step it followed."""
+    evaluations = total // eval_every - step // eval_every if eval_every else 0
+    return max(0, total - step) * step_seconds + evaluations * eval_seconds
+
+
+def duration(seconds: float) -> str:
+    """2 s, 45 s, 3 min, 2 h 5 min: how a time left reads."""
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    if seconds < 90 * 60:
+        return f"{round(seconds / 60)} min"
+    return f"{int(seconds // 3600)} h {round(seconds % 3600 / 60)} min"
+
 
 _local = threading.local()
 
@@ -40,10 +59,15 @@ class Phase:
         self.started = self.logged_at = time.monotonic()  # the tracker's clock, once it is entered
         self.shown = False  # whether the state line ever showed this phase
 
-    def line(self) -> str:
+    def line(self, now: float | None = None) -> str:
+        """ "evaluating: 32/288 completions, about 2 min left": the count, and once it has a rate, the time left."""
         if self.total is None:
             return self.name
-        return f"{self.name}: {self.done}/{self.total} {self.unit}".rstrip()
+        text = f"{self.name}: {self.done}/{self.total} {self.unit}".rstrip()
+        elapsed = (time.monotonic() if now is None else now) - self.started
+        if 0 < self.done < self.total and elapsed >= ETA_AFTER_S:
+            text += f", about {duration(elapsed / self.done * (self.total - self.done))} left"
+        return text
 
     def advance(self, count: int = 1) -> None:
         self.done += count
@@ -67,10 +91,10 @@ class Tracker:
             return
         now = self.clock()
         if force or now - self.sent_at >= UPDATE_INTERVAL_S:
-            self.reporter.status("running", phase.line())
+            self.reporter.status("running", phase.line(now))
             self.sent_at, phase.shown = now, True
         if phase.log_every_s is not None and now - phase.logged_at >= phase.log_every_s:
-            self.reporter.log(phase.line())
+            self.reporter.log(phase.line(now))
             phase.logged_at = now
 
     def enter(self, phase: Phase) -> None:
@@ -93,9 +117,10 @@ class Tracker:
 
     def leave(self, phase: Phase) -> None:
         self.phases.remove(phase)
-        took = self.clock() - phase.started
+        now = self.clock()
+        took = now - phase.started
         if took >= LOG_AFTER_S:
-            self.reporter.log(f"{phase.line()} in {took:.1f} s")
+            self.reporter.log(f"{phase.line(now)} in {took:.1f} s")
         if self.phases:  # back to the enclosing phase's line, at once if this one replaced it on screen
             self.show(self.phases[-1], force=phase.shown)
 

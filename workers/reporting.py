@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from workers import metrics as metric
+from workers import progress
 
 # Metrics that measure the machine rather than the computation: they differ
 # between two otherwise bit-identical runs and are left out of determinism checks.
@@ -162,12 +163,19 @@ class MemoryReporter:
 
 
 class ProgressReporter:
-    """A progress bar on stderr: step, reward, eval pass@1, rollout tokens/s and the ETA."""
+    """A progress bar on stderr: step, reward, eval pass@1, rollout tokens/s and the ETA.
 
-    def __init__(self, total_steps: int, stream=sys.stderr):
+    The ETA is the run's own (workers.progress.time_left): the steps left at the training seconds a step takes,
+    and the evaluations still due at the seconds the last one took, not tqdm's rate of wall time per step, which
+    counts an evaluation as part of the step before it."""
+
+    def __init__(self, total_steps: int, stream=sys.stderr, eval_every: int = 0):
         from tqdm import tqdm
 
-        self.bar = tqdm(total=total_steps, file=stream, unit="step", dynamic_ncols=True, mininterval=0.5)
+        bar_format = "{desc}{percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
+        self.bar = tqdm(total=total_steps, file=stream, unit="step", dynamic_ncols=True, mininterval=0.5,
+                        bar_format=bar_format)  # fmt: skip
+        self.total, self.eval_every, self.eval_seconds = total_steps, eval_every, 0.0
         self.shown: dict[str, str] = {}
 
     def metrics(self, step, values):
@@ -178,6 +186,11 @@ class ProgressReporter:
         ):
             if name in values:
                 self.shown[label] = fmt.format(values[name])
+        self.eval_seconds = values.get(metric.EVAL_S, self.eval_seconds)
+        if step > 0 and values.get(metric.WALL_S):
+            left = progress.time_left(step, self.total, values[metric.WALL_S] / step, self.eval_every,
+                                      self.eval_seconds)  # fmt: skip
+            self.shown["ETA"] = progress.duration(left)
         self.bar.set_postfix(self.shown, refresh=False)
         if step > self.bar.n:
             self.bar.update(step - self.bar.n)

@@ -914,9 +914,12 @@ class Trainer:
     # ------------------------------------------------------------------ phase: evaluate
     @torch.no_grad()
     def evaluate(self, step: int) -> dict[str, float]:
-        """eval/pass@1 (greedy), eval/pass@k and eval/maj@k (from eval.samples samples) on the held-out split."""
+        """eval/pass@1 (greedy), eval/pass@k and eval/maj@k (from eval.samples samples) on the held-out split, and
+        the seconds it took (for an ETA that counts the evaluations still due)."""
+        began = time.perf_counter()
         with self.deterministic():
-            return self.evaluate_held_out(step)
+            scores = self.evaluate_held_out(step)
+        return {**scores, metric.EVAL_S: time.perf_counter() - began}
 
     def evaluate_held_out(self, step: int) -> dict[str, float]:
         examples = self.task.eval_examples()

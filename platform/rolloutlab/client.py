@@ -115,15 +115,16 @@ class Run:
     def log(self, metrics: dict[str, Any], step: int) -> None:
         """Buffer one value per metric at `step`; (name, step) names a point, so log each once.
 
-        None and non-finite values are skipped (JSON has no NaN), with one warning per name.
+        NaN and ±inf are sent by name (JSON has no such numbers) and stored as such: the run page draws a marked
+        gap there, as for a run the platform trains. None is skipped, with one warning per name.
         """
         wall = time.time()
         points = []
         for name, value in metrics.items():
-            number = None if value is None else float(value)  # a numpy or torch scalar as well
-            if number is None or not math.isfinite(number):
-                self._warn_once(name, f"{name} = {value!r} at step {step} is not a finite number: skipped")
+            if value is None:
+                self._warn_once(name, f"{name} = None at step {step} is no number: skipped")
                 continue
+            number = float(value)  # a numpy or torch scalar as well
             points.append(Point(name=name, step=step, value=number, wall_time=wall).model_dump())
         self._enqueue(self._points, points)
 

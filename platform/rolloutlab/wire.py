@@ -15,10 +15,20 @@ so a batch sent again after a lost answer is stored once, whatever part of it go
 from __future__ import annotations
 
 import json
+import math
 import unicodedata
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    StringConstraints,
+    WithJsonSchema,
+)
 
 MAX_INT32 = 2**31 - 1  # steps are integer columns
 MAX_CONFIG_BYTES = 64 * 1024  # an external run's config as JSON
@@ -88,10 +98,33 @@ class ExternalRunOut(BaseModel):
     url: str = Field(description="The run's page")
 
 
+NON_FINITE = {"nan": math.nan, "+inf": math.inf, "-inf": -math.inf}  # JSON has no such numbers: sent as these names
+
+
+def non_finite_from_text(value: Any) -> Any:
+    return NON_FINITE.get(value, value) if isinstance(value, str) else value
+
+
+def non_finite_as_text(value: float) -> float | str:
+    if math.isfinite(value):
+        return value
+    return "nan" if math.isnan(value) else ("+inf" if value > 0 else "-inf")
+
+
+# a metric's value: a finite number, or NaN / +inf / -inf sent by name; stored as such and drawn as a marked gap
+MetricValue = Annotated[
+    float,
+    Field(allow_inf_nan=True),
+    BeforeValidator(non_finite_from_text),
+    PlainSerializer(non_finite_as_text),
+    WithJsonSchema({"anyOf": [{"type": "number"}, {"enum": sorted(NON_FINITE)}]}),
+]
+
+
 class Point(Wire):
     name: MetricName
     step: Step
-    value: float
+    value: MetricValue
     wall_time: float | None = Field(None, ge=0, description="Seconds since the epoch when it was logged")
 
 

@@ -49,7 +49,8 @@
           bands += 1;
           ends[`${metric}|${label}`] = curve.x[curve.x.length - 1];
         }
-        traces.push({ x: curve.x, y: curve.mean, mode: "lines", name: `${label} (${curve.runs})`, line: { color, width: 2 }, legendgroup: label });
+        const mode = metric.startsWith("eval/") ? "lines+markers" : "lines";  // one evaluation is a point
+        traces.push({ x: curve.x, y: curve.mean, mode, name: `${label} (${curve.runs})`, line: { color, width: 2 }, marker: { color, size: 5 }, legendgroup: label });
         for (const seed of curve.seeds || []) {
           traces.push({ x: seed.x, y: seed.y, mode: "lines", name: `#${seed.run}`, line: { color, width: 0.8, dash: "dot" }, showlegend: false, legendgroup: label, opacity: 0.6 });
         }
@@ -57,6 +58,7 @@
       Plotly.react(div, traces, {
         title: { text: metric, font: { size: 13 } }, margin: { l: 50, r: 10, t: 30, b: 35 },
         xaxis: { title: { text: { step: "step", tokens: "rollout tokens", seconds: "training seconds" }[data.view.x] } },
+        yaxis: { exponentformat: "e" },  // 4e-8, not Plotly's SI "40n"
         legend: { orientation: "h", y: -0.25 },
       }, { displaylogo: false, responsive: true, toImageButtonOptions: { filename: metric.replaceAll("/", "_") } });
       if (!div.querySelector(".image-buttons")) {

@@ -101,7 +101,11 @@
   async function refreshWarnings() {
     if (yamlMode()) return;
     const response = await fetch(form.dataset.warnings, { method: "POST", body: new FormData(form), credentials: "same-origin" });
-    if (response.ok) showWarnings((await response.json()).warnings);
+    if (response.ok) {
+      const answer = await response.json();
+      showWarnings(answer.warnings);
+      document.getElementById("run-estimate").textContent = answer.estimate || "";  // how long it would take
+    }
   }
   form.addEventListener("change", (event) => {
     if (event.target !== picker) { countEdits(); refreshWarnings(); }

@@ -15,6 +15,7 @@
   const share = root.dataset.share ? `share=${encodeURIComponent(root.dataset.share)}` : "";
   const withShare = (url) => (share ? url + (url.includes("?") ? "&" : "?") + share : url);
   const FINAL = ["succeeded", "failed", "cancelled", "lost"];
+  const RESUMABLE = ["failed", "cancelled", "lost"];
   const charts = new Map(); // key -> {div, lastStep}
   const pending = new Map(); // key -> points received for a chart not shown
   let livePoints = 0;
@@ -34,7 +35,9 @@
     charts.set(key, chart);
     const series = await loadSeries(key);
     if (charts.get(key) !== chart) return; // hidden meanwhile
-    const traces = [{ x: series.step, y: series.value, mode: "lines", name: key, line: { width: 1.5 } }];
+    // an evaluation is a point every so many steps: markers too, so that one evaluation is already drawn
+    const mode = key.startsWith("eval/") ? "lines+markers" : "lines";
+    const traces = [{ x: series.step, y: series.value, mode, name: key, line: { width: 1.5 }, marker: { size: 5 } }];
     if (series.downsampled) {
       traces.push({ x: series.step, y: series.high, mode: "lines", line: { width: 0 }, showlegend: false, hoverinfo: "skip" });
       traces.push({ x: series.step, y: series.low, mode: "lines", line: { width: 0 }, fill: "tonexty", fillcolor: "rgba(48,86,211,0.15)", showlegend: false, hoverinfo: "skip" });
@@ -46,6 +49,7 @@
     Plotly.newPlot(div, traces, {
       title: { text: key, font: { size: 13 } }, margin: { l: 50, r: 10, t: 30, b: 30 },
       xaxis: { title: { text: "step" } }, showlegend: false,
+      yaxis: { exponentformat: "e" },  // 4e-8, not Plotly's SI "40n", which reads as a unit
     }, { displaylogo: false, responsive: true });
     markNonFinite(chart, (series.nonfinite || []).map(([step, kind]) => [step, null, kind]));
     chart.lastStep = series.step.length ? series.step[series.step.length - 1] : -1;
@@ -148,16 +152,65 @@
     badge.textContent = state;
     badge.className = "state state-" + state;
     if (detail !== undefined) document.getElementById("run-detail").textContent = detail;
-    if (FINAL.includes(state)) document.getElementById("cancel-button").disabled = true;
+    // the actions follow the state without a reload: Cancel while it may run, Delete and Resume once it ended
+    const cancel = document.getElementById("cancel-button");
+    if (cancel) cancel.disabled = FINAL.includes(state);
+    const remove = document.getElementById("delete-button");
+    if (remove) remove.disabled = !FINAL.includes(state);
+    const resume = document.getElementById("resume-form");
+    if (resume) resume.hidden = !RESUMABLE.includes(state);
+    setProgress(Number(root.dataset.step) || 0, Number(root.dataset.trainSeconds) || 0);  // full once it ended
+    refreshAttempts();
+  }
+
+  // the attempts table, read again after every state change (a resume, a lost worker's re-queue)
+  async function refreshAttempts() {
+    const response = await fetch(withShare(`/api/runs/${runId}`));
+    if (!response.ok) return;
+    const attempts = (await response.json()).attempts || [];
+    document.getElementById("attempts-section").hidden = attempts.length <= 1;
+    document.querySelector("#attempts tbody").replaceChildren(...attempts.map(attemptRow));
+  }
+
+  function attemptRow(a) {
+    const row = document.createElement("tr");
+    row.dataset.attempt = String(a.number);
+    const when = (iso) => (iso ? iso.slice(0, 19).replace("T", " ") : "·");
+    let resumed = "·";
+    if (a.resumed_from_step) resumed = `resumed from step ${a.resumed_from_step}`;
+    else if (a.number > 1) resumed = a.resumed_from_step === 0 || a.outcome ? "started over" : "reading its checkpoint…";
+    const cells = [String(a.number), a.worker_host || "·", when(a.started_at), when(a.ended_at), null, resumed];
+    for (const text of cells) {
+      const cell = row.insertCell();
+      if (text !== null) { cell.textContent = text; continue; }
+      if (!a.outcome) { cell.textContent = "running"; continue; }
+      const badge = document.createElement("span");
+      badge.className = `state state-${a.outcome}`;
+      badge.textContent = a.outcome;
+      const reason = document.createElement("span");
+      reason.className = "meta";
+      reason.textContent = ` ${a.reason || ""}`;
+      cell.append(badge, reason);
+    }
+    return row;
   }
 
   function setProgress(step, trainSeconds) {
     root.dataset.step = String(step);
     const total = Number(root.dataset.total) || 1;
-    document.getElementById("progress-bar").style.width = Math.min(100, (100 * step) / total) + "%";
+    const running = !FINAL.includes(root.dataset.state);
+    // the bar is full when the run has ended, not at its last step: the last evaluation and checkpoint still run
+    const share = running ? Math.min(99, (100 * step) / total) : Math.min(100, (100 * step) / total);
+    document.getElementById("progress-bar").style.width = share + "%";
     let text = `step ${step} / ${total}`;
-    if (step > 0 && trainSeconds > 0 && step < total && !FINAL.includes(root.dataset.state)) {
-      const eta = ((total - step) * trainSeconds) / step;
+    const evalEvery = Number(root.dataset.evalEvery) || 0;
+    const evalSeconds = Number(root.dataset.evalSeconds) || 0;
+    if (running && step >= total) {
+      text += " · finishing: the last evaluation and checkpoint";
+    } else if (step > 0 && trainSeconds > 0 && running) {
+      // the steps left at the training seconds a step takes, and the evaluations still due at the last one's time
+      const evaluations = evalEvery ? Math.floor(total / evalEvery) - Math.floor(step / evalEvery) : 0;
+      const eta = ((total - step) * trainSeconds) / step + evaluations * evalSeconds;
       text += ` · ETA ${eta < 90 ? Math.round(eta) + " s" : Math.round(eta / 60) + " min"}`;
     }
     document.getElementById("progress-text").textContent = text;
@@ -194,9 +247,11 @@
         if (FINAL.includes(event.state)) loadSamples(null);
       } else if (event.kind === "progress") {
         root.dataset.trainSeconds = String(event.train_seconds);
+        if (event.eval_seconds) root.dataset.evalSeconds = String(event.eval_seconds);
         setProgress(event.step, event.train_seconds);
       } else if (event.kind === "rewind") {
         rewind(event.step);
+        refreshAttempts();  // the new attempt now knows the step it resumed from
       } else if (event.kind === "log") {
         appendLog(event.lines);
       } else if (event.kind === "unavailable") {
@@ -254,6 +309,7 @@
     "pipeline/filter/dropped_groups", "pipeline/filter/kept_groups"];
 
   async function loadRolloutViews() {
+    if (!document.getElementById("groups-chart")) return;  // an external run: no groups to draw
     const [seriesResponse, viewsResponse] = await Promise.all([
       fetch(withShare(`/api/runs/${runId}/series?keys=${GROUP_SERIES.join(",")}&points=500`)),
       fetch(withShare(`/api/runs/${runId}/rollouts?columns=120`)),

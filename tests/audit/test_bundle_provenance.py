@@ -203,3 +203,20 @@ def test_the_management_command_prints_the_public_key_and_makes_new_keys(tmp_pat
     call_command("bundle_signing_key", "--new", str(tmp_path / "k.pem"), stdout=made)
     key = load_signing_key((tmp_path / "k.pem").read_text())
     assert made.getvalue().strip().endswith(public_key_text(key)) and public_key_text(key) != public_key_text(own_key())
+
+
+@pytest.mark.django_db
+def test_the_differences_of_a_queued_run_say_it_has_no_record_instead_of_listing_everything(alice_client, alice):
+    from tests.conftest import project_of, small_config
+
+    project = project_of(alice)
+    config = small_config().model_dump(mode="json")
+    made = {state: Run.objects.create(project=project, name=state, owner=alice, config=config, config_hash="0" * 64,
+                                      state=state) for state in ("succeeded", "queued")}  # fmt: skip
+    done, queued = made["succeeded"], made["queued"]
+    AuditRecord.objects.create(run=done, record={"config": config, "seeds": {"seed": 0}, "packages": {"torch": "2"}})
+    page = alice_client.get(f"/audit/differences/?a={done.id}&b={queued.id}").content.decode()
+    assert 'id="not-recorded"' in page and f"#{queued.id} (queued) has no record yet" in page
+    assert "different)" not in page
+    answer = alice_client.get(f"/api/differences?a={done.id}&b={queued.id}").json()
+    assert answer["unrecorded"] == [queued.id] and answer["differences"] == {}

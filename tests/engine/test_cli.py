@@ -56,13 +56,13 @@ def warned(stdout: str) -> dict[str, list[str]]:
     return found
 
 
-def test_methods_warns_of_an_inert_clip_range_at_the_default_schedule_but_not_with_two_passes():
+def test_methods_warns_of_an_inert_clip_range_on_one_update_per_batch_but_not_with_two_passes():
     default = warned(cli("methods").stdout)
-    assert default["grpo"] and default["grpo"][0].startswith("warning: objective.clip_low, objective.clip_high")
-    assert default["gspo"] == []  # its paper's schedule: 4 minibatch updates per batch
-    assert default["dots"] == []  # its replayed groups are older samples: their ratios are not 1
+    assert default["grpo"] == []  # the default schedule: two minibatch updates per batch, the second off-policy
     one_update = warned(cli("methods", "--set", "schedule.minibatches=1").stdout)
+    assert one_update["grpo"] and one_update["grpo"][0].startswith("warning: objective.clip_low, objective.clip_high")
     assert one_update["gspo"][0].startswith("warning: objective 'sequence-clip': cannot act")
+    assert one_update["dots"] == []  # its replayed groups are older samples: their ratios are not 1
     two_passes = cli("methods", "--set", "schedule.updates_per_batch=2")
     assert two_passes.returncode == 0
     assert all(not w for w in warned(two_passes.stdout).values())

@@ -19,7 +19,7 @@ SMALL_RUN = {
     "model": {"hidden_size": 32, "layers": 2, "heads": 2, "warmup_steps": 150},
     "task": {"name": "arith", "digits": 1, "operands": 2, "operators": "+-"},
     "rollout": {"group_size": 4, "prompts_per_step": 4, "max_new_tokens": 4},
-    "schedule": {"steps": 4, "save_final": False},
+    "schedule": {"steps": 4, "minibatches": 1, "save_final": False},
     "eval": {"every": 2, "size": 16, "k": 2},
     "resources": {"device": "cpu"},
 }

@@ -114,11 +114,19 @@ def test_it_refuses_a_bad_batch_naming_the_field_and_stores_none_of_it(alice_cli
     assert MetricPoint.objects.filter(run_id=run.id).count() == 0
 
 
-def test_a_non_finite_value_is_refused(alice_client):
+def test_a_non_finite_value_sent_by_name_is_stored_as_such_and_a_bare_nan_is_refused(alice_client):
     run = start(alice_client)
-    body = '{"points": [{"name": "loss", "step": 0, "value": NaN}]}'
+    body = '{"points": [{"name": "loss", "step": 0, "value": NaN}]}'  # not JSON
     response = alice_client.post(f"/api/runs/{run.id}/points", data=body, content_type="application/json")
     assert response.status_code == 400 and MetricPoint.objects.filter(run_id=run.id).count() == 0
+    named = [{"name": "loss", "step": s, "value": v} for s, v in enumerate(["nan", "+inf", "-inf", 0.5])]
+    assert post(alice_client, f"/api/runs/{run.id}/points", {"points": named}).json()["stored"] == 4
+    kinds = list(MetricPoint.objects.filter(run_id=run.id).order_by("step").values_list("value", "kind"))
+    assert kinds == [(None, 1), (None, 2), (None, 3), (0.5, 0)]
+    series = alice_client.get(f"/api/runs/{run.id}/series?keys=loss").json()["series"]["loss"]
+    assert series["nonfinite"] == [[0, "nan"], [1, "+inf"], [2, "-inf"]]  # drawn as marked gaps
+    unknown = {"points": [named[0] | {"value": "inf?"}]}  # a name that is none of the three
+    assert post(alice_client, f"/api/runs/{run.id}/points", unknown).status_code == 400
 
 
 def test_samples_sent_twice_are_stored_once_and_shown_by_the_samples_endpoint(alice_client):
@@ -139,6 +147,17 @@ def test_a_sample_with_a_nul_character_is_refused(alice_client):
     bad = {"samples": [{"key": "sample-key-0000", "step": 0, "completion": "a\x00b"}]}
     response = post(alice_client, f"/api/runs/{run.id}/samples", bad)
     assert response.status_code == 400 and "samples.0.completion" in response.json()["fields"]
+
+
+def test_a_finished_run_is_at_its_last_step_and_its_page_says_where_it_came_from(alice_client):
+    run = start(alice_client, total_steps=20)
+    post(alice_client, f"/api/runs/{run.id}/points", {"points": points(20)})  # steps 0 .. 19, as range(20) gives
+    assert Run.objects.get(id=run.id).step == 19
+    post(alice_client, f"/api/runs/{run.id}/finish", {"status": "finished"})
+    assert Run.objects.get(id=run.id).step == 20  # finished: 20 / 20, not 19 / 20
+    page = alice_client.get(f"/runs/{run.id}/").content.decode()
+    assert 'id="external-header"' in page and "reported by alice's script" in page and "queue" not in page
+    assert 'id="no-rollout-views"' in page and 'id="groups-chart"' not in page  # no empty panels
 
 
 def test_finish_ends_the_run_and_a_retry_of_it_is_not_an_error(alice_client):

@@ -72,12 +72,13 @@ def test_samples_are_sent_and_a_bad_metric_name_is_refused_where_it_is_logged(st
     run = client.Run("stress", None, "samples", url=stack.url, token=token, flush_interval_s=0.1)
     with pytest.raises(ValidationError):
         run.log({"no spaces allowed": 1.0}, step=0)
-    run.log({"reward/mean": float("nan"), "policy/loss": 0.5}, step=0)  # NaN is skipped, not sent
+    run.log({"reward/mean": float("nan"), "policy/loss": 0.5, "policy/ratio": float("-inf")}, step=0)
     run.log_samples([{"prompt": "2+2=", "completion": "4\x00", "reward": 1.0, "correct": True, "tokens": 2}], step=0)
     assert run.flush(timeout=60)
     sample = wait_until(lambda: Sample.objects.filter(run_id=run.id).first(), 10, what="the sample")
     assert sample.data["completion"] == "4\ufffd" and sample.data["extra"] == {"tokens": 2}
-    assert list(MetricPoint.objects.filter(run_id=run.id).values_list("value", flat=True)) == [0.5]
+    stored = {p.key.name: (p.value, p.kind) for p in MetricPoint.objects.filter(run_id=run.id).select_related("key")}
+    assert stored == {"policy/loss": (0.5, 0), "reward/mean": (None, 1), "policy/ratio": (None, 3)}  # NaN, -inf kept
     run.finish("failed", "diverged")
     ended = Run.objects.get(id=run.id)
     assert (ended.state, ended.detail) == ("failed", "diverged")

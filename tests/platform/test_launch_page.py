@@ -1,5 +1,7 @@
 """The launch page: a form generated from RunConfig's JSON Schema, errors shown beside their fields."""
 
+import re
+
 import pytest
 from django.test import Client
 from django.utils.html import escape
@@ -205,3 +207,13 @@ def test_the_form_turns_into_the_yaml_it_launches(alice_client):
     assert "method: rloo" in as_yaml
     launched = alice_client.post("/runs/launch/", {"mode": "yaml", "config_yaml": as_yaml, "project": "p"})
     assert launched.status_code == 302 and Run.objects.get().config["method"] == "rloo"
+
+
+def test_the_launch_form_says_how_long_its_config_would_take_and_follows_edits(alice_client):
+    page = alice_client.get("/runs/launch/?method=grpo").content.decode()
+    assert re.search(r'id="run-estimate" class="meta">about (\d+ seconds|\d+ minutes?) on 2 CPU cores', page)
+    longer = form_values(page) | {"schedule.steps": "20000"}
+    answer = alice_client.post("/runs/launch/warnings/", longer).json()
+    assert re.match(r"about \d+ (minutes|hours) on 2 CPU cores", answer["estimate"]), answer
+    pretrained = form_values(page) | {"model.name": "/models/mine"}
+    assert "no estimate" in alice_client.post("/runs/launch/warnings/", pretrained).json()["estimate"]

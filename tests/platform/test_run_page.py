@@ -221,6 +221,55 @@ def test_an_open_run_page_draws_again_the_steps_after_the_checkpoint_a_new_attem
     assert page.evaluate(f"Array.from({line})") == list(range(12))
 
 
+def test_an_open_run_page_follows_a_cancel_and_a_resume_without_a_reload(page, alice, stack):
+    """Cancelled: Resume and Delete offered, Cancel not, at once; resumed: the attempts table says from which step."""
+    from django.utils import timezone
+
+    from rolloutlab.runs.models import RunAttempt, Transition
+
+    run = make_run(alice, state="running", step=20, total_steps=40)
+    Transition.objects.create(run=run, from_state="", to_state="queued", cause="launched")  # launched here
+    RunAttempt.objects.create(run=run, number=1, worker_host="w1", started_at=timezone.now())
+    log_in(page, "alice", "alice-password")
+    page.goto(f"/runs/{run.id}/")
+    page.wait_for_function("document.getElementById('run').dataset.socketOpens")
+    assert page.is_hidden("#resume-form") and page.is_disabled("#delete-button") and page.is_hidden("#attempts-section")
+
+    Run.objects.filter(id=run.id).update(state="cancelled")
+    RunAttempt.objects.filter(run=run).update(ended_at=timezone.now(), outcome="cancelled")
+    announce(run.id, {"kind": "state", "state": "cancelled", "detail": "cancelled by alice"})
+    page.wait_for_selector("#resume-form", state="visible")
+    assert page.is_enabled("#delete-button") and page.is_disabled("#cancel-button")
+
+    Run.objects.filter(id=run.id).update(state="running")
+    RunAttempt.objects.create(run=run, number=2, worker_host="w2", started_at=timezone.now())
+    announce(run.id, {"kind": "state", "state": "running", "detail": "attempt 2"})
+    page.wait_for_selector("#attempts-section", state="visible")
+    assert page.inner_text("#attempts tr[data-attempt='2'] td:last-child") == "reading its checkpoint…"
+    RunAttempt.objects.filter(run=run, number=2).update(resumed_from_step=10)
+    announce(run.id, {"kind": "rewind", "step": 10})  # as rolloutlab.runs.resume does once it has read it
+    cell = "document.querySelector(\"#attempts tr[data-attempt='2'] td:last-child\").textContent"
+    page.wait_for_function(f"{cell} === 'resumed from step 10'")
+    assert page.is_hidden("#resume-form") and page.is_enabled("#cancel-button")
+
+
+def test_the_eta_counts_the_evaluations_due_and_the_bar_fills_only_when_the_run_ends(page, alice, stack):
+    run = make_run(alice, state="running", step=10, total_steps=100, train_seconds=10.0)  # 1 s a step
+    Run.objects.filter(id=run.id).update(config={**run.config, "eval": {**run.config["eval"], "every": 20}})
+    log_in(page, "alice", "alice-password")
+    page.goto(f"/runs/{run.id}/")
+    page.wait_for_function("document.getElementById('run').dataset.socketOpens")
+    # 90 steps at 1 s, and the evaluations at 20, 40, 60, 80 and 100 at 30 s each: 240 s
+    announce(run.id, {"kind": "progress", "step": 10, "train_seconds": 10.0, "eval_seconds": 30.0})
+    page.wait_for_function("document.getElementById('progress-text').textContent.includes('ETA 4 min')")
+    announce(run.id, {"kind": "progress", "step": 100, "train_seconds": 100.0, "eval_seconds": 30.0})
+    page.wait_for_function("document.getElementById('progress-text').textContent.includes('finishing')")
+    assert page.evaluate("document.getElementById('progress-bar').style.width") == "99%"
+    announce(run.id, {"kind": "state", "state": "succeeded", "detail": "100 steps", "step": 100})
+    page.wait_for_function("document.getElementById('progress-bar').style.width === '100%'")
+    assert "finishing" not in page.inner_text("#progress-text")
+
+
 # ------------------------------------------------------------------ rollout views
 def outcome(run, step, prompt, correct, size=4, lengths=(3, 3, 5, 9)):
     return GroupOutcome(run=run, step=step, prompt=prompt, answer="1", size=size, correct=correct, reward_min=0.0,

@@ -115,6 +115,13 @@ def test_a_saved_view_shows_its_knob_metric_and_duration_columns(alice_client, a
     assert '<th data-column="config:rollout.group_size">rollout.group_size</th>' in page.content.decode()
 
 
+def test_a_small_knob_value_keeps_its_digits_in_the_table(alice_client, alice):
+    make_run(alice, "r", summary={"optim/lr": 2e-05})
+    assert save_view(alice_client, "lr", ["config:optimizer.lr", "metric:optim/lr"]).status_code == 200
+    cells = dict((col.key, value) for col, value in alice_client.get("/runs/").context["rows"][0][1])
+    assert cells == {"config:optimizer.lr": "0.001", "metric:optim/lr": "2e-05"}  # small_config's lr is 1e-3
+
+
 def test_the_column_chooser_offers_every_knob_and_metric_of_the_runs_shown(alice_client, alice):
     make_run(alice, summary={"policy/entropy": 1.0})
     offered = alice_client.get("/runs/").context["available_columns"]

@@ -75,4 +75,6 @@ def audit(request, run_id: RunId):
 @router.get("/differences", response=answers({200: dict[str, Any]}), summary="What differs between two runs' records")
 def differences(request, pair: Query[RunPair]):
     a, b = get_run_for_user(request.auth, pair.a), get_run_for_user(request.auth, pair.b)
-    return {"a": a.id, "b": b.id, "differences": services.differences(a, b)}
+    missing = [run.id for run in services.unrecorded(a, b)]  # queued: nothing recorded to compare yet
+    differences = {} if missing else services.differences(a, b)
+    return {"a": a.id, "b": b.id, "differences": differences, "unrecorded": missing}

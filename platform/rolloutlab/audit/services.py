@@ -103,6 +103,12 @@ def differences(a: Run, b: Run) -> dict[str, list[dict]]:
     return diff_records(record_of(a), record_of(b))
 
 
+def unrecorded(*runs: Run) -> list[Run]:
+    """The runs with no record yet (queued, or failed before their first step): nothing to compare them by."""
+    recorded = set(AuditRecord.objects.filter(run__in=runs).values_list("run_id", flat=True))
+    return [run for run in runs if run.id not in recorded]
+
+
 # ------------------------------------------------------------------ bundles
 def export_bundle(run: Run, path) -> str:
     """Write the run's bundle; returns its sha256."""

@@ -44,6 +44,9 @@ def audit_page(request, run_id: int):
 @page_inputs(RunPair)
 def differences(request, query: RunPair):
     a, b = get_run_for_user(request.user, query.a), get_run_for_user(request.user, query.b)
+    missing = services.unrecorded(a, b)
+    if missing:  # a queued run has no record: "everything differs" would only say that
+        return render(request, "audit/differences.html", {"a": a, "b": b, "missing": missing})
     diff = services.differences(a, b)
     context = {"a": a, "b": b, "diff": diff, "same": not any(diff.values())}
     return render(request, "audit/differences.html", context)

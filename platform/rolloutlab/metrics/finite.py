@@ -37,6 +37,11 @@ def kind_of(value: float) -> int:
     return FINITE
 
 
+def value_of(code: int) -> float:
+    """The non-finite value a kind code stands for (NaN for an unknown one)."""
+    return {POS_INF: math.inf, NEG_INF: -math.inf}.get(code, math.nan)
+
+
 def to_json(value: float) -> float | None:
     """A value JSON can carry: non-finite becomes null (its kind travels beside it where it matters)."""
     return value if math.isfinite(value) else None

@@ -117,32 +117,38 @@ def write_new_columns(run_id: int, names: Sequence[str], steps, values, walls) -
     ids = key_ids(dict.fromkeys(names))
     keys = np.array([ids[n] for n in names], dtype=np.int64)
     order = np.lexsort((np.asarray(steps), keys))
+    values = np.asarray(values, dtype=np.float64)[order]
+    kinds = finite.kinds(values)  # a non-finite value is stored NULL with its kind, as COPY stores it
     columns = [
         keys[order].tolist(),
         np.asarray(steps, dtype=np.int64)[order].tolist(),
-        np.asarray(values, dtype=np.float64)[order].tolist(),
+        [float(v) if not c else None for v, c in zip(values, kinds)],
         np.asarray(walls, dtype=np.float64)[order].tolist(),
+        kinds.tolist(),
     ]
     table = MetricPoint._meta.db_table
-    insert = f"INSERT INTO {table} (run_id, key_id, step, value, wall_time)"
-    skip = "ON CONFLICT DO NOTHING RETURNING key_id, step, value"
+    insert = f"INSERT INTO {table} (run_id, key_id, step, value, wall_time, kind)"
+    skip = "ON CONFLICT DO NOTHING RETURNING key_id, step, value, kind"
     with transaction.atomic(), connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute(
-                f"{insert} SELECT %s, * FROM unnest(%s::bigint[], %s::int[], %s::float8[], %s::float8[]) " + skip,
+                f"{insert} SELECT %s, * FROM unnest(%s::bigint[], %s::int[], %s::float8[], %s::float8[], %s::int2[]) "
+                + skip,
                 [run_id, *columns],
             )
             stored = cursor.fetchall()
         else:
             stored = []
             for row in zip(*columns):
-                cursor.execute(f"{insert} VALUES (%s, %s, %s, %s, %s) {skip}", [run_id, *row])
+                cursor.execute(f"{insert} VALUES (%s, %s, %s, %s, %s, %s) {skip}", [run_id, *row])
                 stored.extend(cursor.fetchall())
-        if stored:
-            new_keys, new_steps, new_values = (np.array(c) for c in zip(*stored))
+        fine = [(k, s, v) for k, s, v, c in stored if not c]
+        if fine:
+            new_keys, new_steps, new_values = (np.array(c) for c in zip(*fine))
             upsert_buckets(bucket_rows(run_id, new_keys.astype(np.int64), new_steps.astype(np.int64), new_values))
     names_of = {i: n for n, i in ids.items()}
-    return [names_of[k] for k, _, _ in stored], [s for _, s, _ in stored], [v for _, _, v in stored]
+    back = [v if not c else finite.value_of(c) for _, _, v, c in stored]  # the values sent, NaN and ±inf too
+    return [names_of[k] for k, _, _, _ in stored], [s for _, s, _, _ in stored], back
 
 
 def stored_mask(run_id: int, keys: np.ndarray, steps: np.ndarray) -> np.ndarray:

@@ -133,9 +133,12 @@ def human_duration(seconds: float | None) -> str:
 
 
 def shown(value) -> str:
+    """A cell's text: a float to 3 decimals, and a small one (a learning rate, 0.0002) to 3 significant digits."""
     if value is None:
         return ""
     if isinstance(value, float):
+        if value != 0 and abs(value) < 1e-3:
+            return f"{value:.3g}"
         return f"{value:.3f}" if abs(value) < 1e4 else f"{value:.4g}"
     if isinstance(value, dict | list):
         return json.dumps(value)

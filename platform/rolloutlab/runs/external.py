@@ -121,6 +121,8 @@ def finish_external_run(run: Run, given: FinishIn) -> Run:
     wanted = FINISHED[given.status]
     cause = given.detail or f"its client reported {given.status}"
     if transition(run.id, wanted, cause):  # from running, or from lost: the client came back to finish
+        if wanted == State.SUCCEEDED and run.total_steps:  # finished is all of it, whether its steps count from 0 or 1
+            Run.objects.filter(id=run.id, step__lt=run.total_steps).update(step=run.total_steps)
         run_ended.send(sender=Run, run_id=run.id)
     run.refresh_from_db()
     if run.state != wanted:

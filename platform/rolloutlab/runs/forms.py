@@ -24,7 +24,7 @@ from rolloutlab.accounts.access import get_run_for_user
 from rolloutlab.inputs import Id, Name, ProjectName, Strict, Tags, UserInputError, depth_exceeds, field_errors
 from rolloutlab.runs.limits import form_ceilings
 from rolloutlab.runs.models import Kind
-from workers import schedule_checks
+from workers import estimates, schedule_checks
 from workers.config import METHODS, STAGE_DEFAULTS, json_schema, resolve, shape_problems
 from workers.errors import ConfigError
 
@@ -257,6 +257,14 @@ def parse_value(f: FormField, post, errors: dict[str, str]) -> Any:
     if text.strip() == "" and f.nullable:
         return None
     return text.strip()
+
+
+def duration_estimate(values: dict) -> str:
+    """How long the form's config would take, roughly (workers.estimates); nothing while the config is invalid."""
+    try:
+        return estimates.described(resolve(values))
+    except ConfigError:
+        return ""
 
 
 def schedule_warnings(values: dict) -> list[str]:

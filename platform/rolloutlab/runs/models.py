@@ -175,7 +175,11 @@ class RunAttempt(models.Model):
     ended_at = models.DateTimeField(null=True, blank=True)
     outcome = models.CharField(max_length=10, choices=Outcome.choices, blank=True, help_text="Blank while it runs")
     reason = models.TextField(blank=True, help_text="The cause its run's state changed for")
-    resumed_from_step = models.IntegerField(null=True, blank=True, help_text="The checkpoint's step it resumed from")
+    resumed_from_step = models.IntegerField(
+        null=True,
+        blank=True,
+        help_text="The checkpoint's step it resumed from; 0: it started over; none: not known yet",
+    )
 
     class Meta:
         ordering = ["number"]

@@ -34,6 +34,8 @@ def run_page_context(run: Run, user=None) -> dict:
         "transitions": run.transitions.all(),
         "attempts": list(run.attempts.all()),  # shown when there is more than one
         "resumable": run.kind == Kind.TRAINER and run.state in RESUMABLE_STATES and not services.imported(run),
+        # whether a later state could offer Resume (the page shows the button when the run gets there, live)
+        "may_resume": run.kind == Kind.TRAINER and not services.imported(run),
         # what Rollout Lab can launch again: a run its own trainer ran (an external run's script is elsewhere)
         "relaunchable": run.kind == Kind.TRAINER,
         "log_lines": list(run.log_lines.order_by("-id")[:200])[::-1],
@@ -41,6 +43,7 @@ def run_page_context(run: Run, user=None) -> dict:
         "sample_steps": list(run.samples.values_list("step", flat=True).distinct().order_by("step")),
         # an external run's config is its script's own JSON, not a RunConfig
         "eval_every": RunConfig.model_validate(run.config).eval.every if run.kind == Kind.TRAINER else 0,
+        "eval_seconds": run.summary.get(metric.EVAL_S) or 0.0,  # the last evaluation's: the ETA counts those due
     }
 
 

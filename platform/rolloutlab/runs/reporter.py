@@ -317,7 +317,13 @@ class PlatformReporter:
             written, _ = self.held_write(write, f"metrics write up to step {last_step}")
         if not written:
             return
-        publish_points(self.run_id, names, steps, values, {"step": last_step, "train_seconds": train_seconds})
+        # the last evaluation's seconds too: the page's ETA counts the evaluations still due
+        progress = {
+            "step": last_step,
+            "train_seconds": train_seconds,
+            "eval_seconds": self.summary.get(metric.EVAL_S) or 0.0,
+        }
+        publish_points(self.run_id, names, steps, values, progress)
         if self.retry.notes:
             self._log_lines([])  # the run's log says the write waited, and for how long
 

@@ -41,7 +41,8 @@ def prepare(run_id: int, attempt: int, artifacts_dir: Path) -> tuple[ResumePoint
     forget_after(run_id, point.step if point else EVERYTHING)
     # an open run page drops what it drew after that step: the steps after it are drawn again as they come
     notify(run_id, {"kind": "rewind", "step": point.step if point else EVERYTHING})
-    RunAttempt.objects.filter(run_id=run_id, number=attempt).update(resumed_from_step=point.step if point else None)
+    # 0: it started over (no checkpoint is of step 0); None stays "not known yet" while the attempt starts
+    RunAttempt.objects.filter(run_id=run_id, number=attempt).update(resumed_from_step=point.step if point else 0)
     return point, note
 
 

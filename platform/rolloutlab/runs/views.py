@@ -29,6 +29,7 @@ from rolloutlab.runs.forms import (
     LaunchQuery,
     ShareForm,
     check_config,
+    duration_estimate,
     form_sections,
     form_values,
     launch_defaults,
@@ -105,6 +106,7 @@ def launch(request, query: LaunchQuery):
         "sections": form_sections(values, errors),
         "errors": errors,
         "warnings": schedule_warnings(values),  # beside the form, not errors: the run may still launch
+        "estimate": duration_estimate(values),
         "projects": visible_projects(request.user).values_list("name", flat=True).distinct(),
         "post": request.POST if request.method == "POST" else {},
         "presets": preset_values(),
@@ -146,7 +148,9 @@ def launch_check(request):
 def launch_warnings(request):
     """The warnings of the launch form as it stands, for launch.js to refresh them on every change."""
     raw, errors = parse_form(request.POST)
-    return JsonResponse({"warnings": [] if errors else schedule_warnings(raw)})
+    if errors:
+        return JsonResponse({"warnings": [], "estimate": ""})
+    return JsonResponse({"warnings": schedule_warnings(raw), "estimate": duration_estimate(raw)})
 
 
 @login_required

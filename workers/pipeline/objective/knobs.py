@@ -27,7 +27,7 @@ class ObjectiveKnobs(Knobs):
     clip_high: float = Field(
         0.2,
         gt=0,
-        le=10.0,
+        le=100.0,  # 100: in effect no upper clip
         description="Ratio clipped above at 1 + clip_high (DAPO's clip-higher raises it).",
         json_schema_extra={"acts_when": "off-policy"},
     )
