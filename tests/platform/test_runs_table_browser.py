@@ -85,3 +85,27 @@ def test_a_run_is_renamed_in_place_and_a_cancelled_delete_deletes_nothing(page, 
     page.click("#bulk-ok")
     page.wait_for_selector("#table-message:text('Deleted 1 run(s).')")
     assert not Run.objects.filter(id=run.id).exists() and page.locator(row).count() == 0
+
+
+def test_the_filter_form_submitted_as_it_stands_searches_and_the_sweep_forms_boxes_sit_beside_their_names(
+    page, alice, stack
+):
+    """What a first visit hit: Filter with State left at "any" answered an error page; each sweep checkbox sat above
+    its name, so the ticked grpo box looked like the label below it."""
+    finished_run(alice, "mc-search-me", 4)
+    finished_run(alice, "other", 4)
+    log_in(page, "alice", "alice-password")
+    page.goto("/runs/")
+    page.fill("#run-search", "mc")
+    page.click("form.filters button[type=submit]")
+    page.wait_for_url("**/runs/?*")
+    assert "state=" in page.url and page.locator("tr[data-run-id]").count() == 1
+    assert "mc-search-me" in page.inner_text("tbody")
+
+    page.goto("/compare/sweep/?method=grpo")
+    for name in ("grpo", "gdro", "dapo"):
+        box = page.locator(f'input[name=methods][value="{name}"]').bounding_box()
+        label = page.locator(f'label.inline-check:has(input[value="{name}"])').bounding_box()
+        # the box is on its label's line, at its left, and the label no taller than one line
+        assert abs(box["y"] + box["height"] / 2 - (label["y"] + label["height"] / 2)) < 4, (name, box, label)
+        assert box["x"] <= label["x"] + 4 and label["height"] < 2.5 * box["height"], (name, box, label)
