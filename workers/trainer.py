@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import psutil
 import torch
 import torch.nn.functional as F
 import yaml
@@ -44,6 +43,7 @@ from workers.pipeline.stages import LossInputs, StageContext, build_stages
 from workers.reporting import Reporter
 from workers.rollout import SamplingParams, build_backend
 from workers.rollout.hf import left_pad
+from workers.system import SystemSampler
 from workers.tasks import build_task
 from workers.tasks.rewards import Completion, build_rewards
 
@@ -218,6 +218,7 @@ class Trainer:
         self.shuffle_rng = torch.Generator().manual_seed(cfg.seed + 1)
         self.counters = {metric.ROLLOUT_TOKENS: 0.0, metric.SAMPLES: 0.0, metric.WALL_S: 0.0}
         self.data_stream = repro.DataStream()  # every training example drawn, in order: the exact data used
+        self.system = SystemSampler(self.device)  # what each step cost the machine
         self.environment: dict | None = None
 
     # ------------------------------------------------------------------ set-up helpers
@@ -1106,10 +1107,8 @@ class Trainer:
         }
 
     def system_metrics(self) -> dict[str, float]:
-        metrics = {metric.RSS_GB: psutil.Process().memory_info().rss / 2**30}
-        if self.device.type == "cuda":
-            metrics[metric.GPU_MEM_GB] = torch.cuda.max_memory_allocated(self.device) / 2**30
-        return metrics
+        """CPU, memory and GPU over the step (workers/system.py)."""
+        return self.system.sample()
 
     # ------------------------------------------------------------------ resume checkpoints
     def resume_checkpoint_due(self, step: int) -> bool:

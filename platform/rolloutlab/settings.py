@@ -146,6 +146,7 @@ INSTALLED_APPS = [
     "rolloutlab.metrics",
     "rolloutlab.compare",
     "rolloutlab.audit",
+    "rolloutlab.alerts",
     "axes",  # login throttling (AXES_* below)
 ]
 
@@ -346,3 +347,14 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
 }
+
+# Alerts (rolloutlab.alerts): e-mail through Django's mail backend (EMAIL_* as Django reads them; the console in
+# the embedded mode), webhooks POSTed to addresses outside the deployment's own network unless allowed here
+EMAIL_BACKEND = os.environ.get(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.console.EmailBackend" if EMBEDDED else "django.core.mail.backends.smtp.EmailBackend",
+)
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = envint("EMAIL_PORT", 25)
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "rolloutlab@localhost")
+ALERT_WEBHOOKS_TO_PRIVATE = envbool("ALERT_WEBHOOKS_TO_PRIVATE", False)

@@ -15,6 +15,7 @@ urlpatterns = [
     path("compare/", include("rolloutlab.compare.urls")),
     path("audit/", include("rolloutlab.audit.urls")),
     path("account/", include("rolloutlab.accounts.urls")),
+    path("projects/", include("rolloutlab.alerts.urls")),
     path("api/", api.urls),
     path("share/<str:token>/", account_views.shared, name="share"),
 ]

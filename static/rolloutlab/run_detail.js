@@ -25,12 +25,12 @@
   const KIND_TEXT = { nan: "NaN", "+inf": "+∞", "-inf": "−∞" };
 
   // ------------------------------------------------------------------ charts
-  async function showChart(key) {
+  async function showChart(key, container = "charts") {
     if (charts.has(key)) return;
     const div = document.createElement("div");
     div.className = "chart";
     div.dataset.key = key;
-    document.getElementById("charts").appendChild(div);
+    document.getElementById(container).appendChild(div);
     const chart = { div, lastStep: -1, lastValue: 0, nonfinite: 0, markerTrace: 1 };
     charts.set(key, chart);
     const series = await loadSeries(key);
@@ -467,7 +467,9 @@
   setProgress(Number(root.dataset.step), Number(root.dataset.trainSeconds));
   const initial = JSON.parse(document.getElementById("initial-charts").textContent);
   // the charts first: the rollout views and the samples ask the server only once the charts are drawn
-  Promise.all(initial.map(showChart)).then(() => {
+  // what the run cost the machine, sampled once a step by the worker: CPU, memory and GPU, below the charts
+  const system = JSON.parse(document.getElementById("system-charts-keys").textContent);
+  Promise.all([...initial.map((key) => showChart(key)), ...system.map((key) => showChart(key, "system-charts"))]).then(() => {
     if (!FINAL.includes(root.dataset.state)) connect();
     loadRolloutViews();
     loadSamples(null);

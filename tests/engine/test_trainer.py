@@ -225,3 +225,14 @@ def test_the_environment_record_is_written_before_the_first_step(tmp_path):
     assert record["seeds"] == {"run": 0, "model_init": 0}
     assert len(record["initial_weights_sha256"]) == 64 and len(record["dataset_fingerprint"]) == 64
     assert "torch" in record["packages"] and record["determinism"]["torch_threads"] == 2
+
+
+def test_every_step_reports_what_it_cost_the_machine():
+    from workers import metrics as metric
+
+    reporter = MemoryReporter()
+    Trainer(small_config(schedule={"steps": 3}), reporter).run()
+    for row in reporter.metric_rows:
+        assert 0 < row[metric.CPU_UTIL] < 100 * 64  # percent of one core, over the step
+        assert 0 < row[metric.RSS_GB] < 64 and 0 < row[metric.MEM_UTIL] <= 100
+        assert metric.GPU_UTIL not in row  # a CPU run has no GPU to sample

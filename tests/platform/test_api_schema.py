@@ -117,7 +117,10 @@ def test_hostile_values_in_the_account_and_share_forms_are_never_a_500(alice_cli
     from rolloutlab.accounts.access import home_team
 
     team = home_team(alice)  # alice's own team, of which she is the admin
-    forms = {**ACCOUNT_FORMS, f"/account/teams/{team.id}/members/": ["username", "role"]}
+    project = project_of(alice, "alerted")
+    alert_fields = ["kind", "metric", "direction", "threshold", "steps", "emails", "webhook", "states"]
+    forms = {**ACCOUNT_FORMS, f"/account/teams/{team.id}/members/": ["username", "role"],
+             f"/projects/{project.id}/": alert_fields}  # fmt: skip
     longer = ["x" * n for n in (51, 101, 151, 201, 256)]  # just past the columns text fields are saved into
     for path, fields in forms.items():
         for field in fields:

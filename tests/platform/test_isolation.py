@@ -20,6 +20,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from rolloutlab.accounts.models import ApiToken, Membership, Role, Team
 from rolloutlab.accounts.sharing import create_link
+from rolloutlab.alerts.models import AlertRule
 from rolloutlab.audit.models import AuditRecord
 from rolloutlab.metrics.ingest import write_points
 from rolloutlab.runs.models import Experiment, Project, Run, Sample
@@ -106,10 +107,12 @@ def team_world(name: str, owner, other_members=()):
         AuditRecord.objects.create(run=run, record={"packages": {"torch": "2"}})
     token, _ = ApiToken.issue(owner, f"{name}-token")
     link, share_token = create_link(owner, "run", [runs[0]])
+    rule = AlertRule.objects.create(project=project, created_by=owner, kind="run_state", states=["failed"],
+                                    emails=["owner@example.org"])  # fmt: skip
     return {"run_id": runs[0].id, "run": runs[0].id, "run2": runs[1].id, "experiment_id": experiment.id,
             "experiment": experiment.id, "name": "grpo", "project_id": project.id,
             "names": [r.name for r in runs] + [project.name, token.name, team.name],
-            "team_id": team.id, "token_id": token.id, "link_id": link.id, "token": share_token,
+            "team_id": team.id, "token_id": token.id, "link_id": link.id, "token": share_token, "rule_id": rule.id,
             "membership_id": members[0].id if members else team.memberships.get().id}  # fmt: skip
 
 
@@ -166,7 +169,7 @@ def test_every_route_is_covered_by_the_walk():
     ]  # fmt: skip
     assert not unclassified, f"classify these routes in {__name__}: {unclassified}"
     ids = dict.fromkeys(["run_id", "run", "run2", "experiment_id", "experiment", "project_id", "team_id", "token_id",
-                         "membership_id", "link_id", "token"], 1)  # fmt: skip
+                         "membership_id", "link_id", "token", "rule_id"], 1)  # fmt: skip
     assert len(object_urls({**ids, "name": "x"})) > 15
 
 

@@ -152,6 +152,17 @@ def test_another_teams_run_is_not_found_for_a_chart_choice(alice, bob):
 
 # ------------------------------------------------------------------ a failed run
 @pytest.mark.django_db
+def test_a_runs_page_charts_what_the_worker_sampled_of_the_machine(alice, alice_client):
+    run = make_run(alice)
+    write_points(run.id, [(key, s, 1.0 + s, 0.0) for key in ("system/cpu_util", "system/rss_gb") for s in range(3)])
+    page = alice_client.get(f"/runs/{run.id}/").content.decode()
+    assert 'id="system-charts"' in page
+    assert '<script id="system-charts-keys" type="application/json">["system/cpu_util", "system/rss_gb"]' in page
+    bare = make_run(alice)  # a run that sampled nothing of the machine (an external one, say): no empty section
+    assert 'id="system-charts"' not in alice_client.get(f"/runs/{bare.id}/").content.decode()
+
+
+@pytest.mark.django_db
 def test_a_failed_run_shows_its_cause_and_log_before_the_charts_and_no_empty_charts(alice, alice_client):
     run = make_run(alice, state="failed", detail="CUDA out of memory in the update")
     run.log_lines.create(text="step 3: loading the batch")

@@ -256,3 +256,12 @@ def values_at(pairs: list[tuple[int, int]], name: str) -> dict[int, float]:
             [key, *[v for pair in pairs for v in pair]],
         )
         return dict(cursor.fetchall())
+
+
+def last_values(run_id: int, name: str, count: int) -> list[tuple[int, float | None]]:
+    """The metric's last `count` points of the run, newest first, as (step, value); None where not finite."""
+    key = MetricKey.objects.filter(name=name).values_list("id", flat=True).first()
+    if key is None:
+        return []
+    rows = MetricPoint.objects.filter(run_id=run_id, key_id=key).order_by("-step").values_list("step", "value")
+    return list(rows[:count])

@@ -22,7 +22,7 @@ from rolloutlab.inputs import UserInputError
 from rolloutlab.metrics.ingest import write_new_columns
 from rolloutlab.metrics.models import MetricKey, MetricPoint
 from rolloutlab.metrics.realtime import publish_points
-from rolloutlab.runs.lifecycle import run_ended, transition
+from rolloutlab.runs.lifecycle import announce_points, run_ended, transition
 from rolloutlab.runs.limits import check_active_runs
 from rolloutlab.runs.models import Kind, Run, Sample, State, Transition
 from rolloutlab.wire import ExternalRunIn, FinishIn, Point, SampleIn
@@ -92,6 +92,7 @@ def record_points(run: Run, points: list[Point]) -> int:
         locked.save(update_fields=["heartbeat_at", "step", "summary", "train_seconds"])
     if names:  # committed: now they may be announced
         publish_points(run.id, names, steps, values, {"step": locked.step, "train_seconds": locked.train_seconds})
+        announce_points(run.id, names, steps, values)
     return len(names)
 
 

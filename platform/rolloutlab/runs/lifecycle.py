@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 run_ended = Signal()
 # sent with run_id, path and kind for each artifact a run reports (its environment record, data fingerprint...)
 artifact_reported = Signal()
+# sent with run_id, names, steps and values of the points a run just stored, once they are committed
+points_written = Signal()
 
 
 def transition(
@@ -151,3 +153,11 @@ def send_again(run_id: int) -> None:
         submit(run_id)
     except Exception:  # noqa: BLE001 - e.g. the broker restarting: the run waits queued, which the monitor sees
         log.warning("run %s was re-queued but its wake-up could not be sent yet", run_id, exc_info=True)
+
+
+def announce_points(run_id: int, names, steps, values) -> None:
+    """points_written, for whatever watches a run's metrics (alerts); a receiver's failure never fails the report."""
+    try:
+        points_written.send(sender=Run, run_id=run_id, names=list(names), steps=list(steps), values=list(values))
+    except Exception:  # noqa: BLE001 - an alert check is best effort: the points are stored
+        log.warning("a receiver of run %s's points failed", run_id, exc_info=True)

@@ -29,6 +29,7 @@ def run_page_context(run: Run, user=None) -> dict:
         "config_yaml": yaml.safe_dump(run.config, sort_keys=False),
         "keys": keys,
         "charts": chosen_charts(run, user, keys),
+        "system_charts": [key for key in metric.SYSTEM_CHARTS if key in keys],  # those the worker sampled
         "failed": run.state in (State.FAILED, State.LOST),
         "default_charts": DEFAULT_CHARTS,
         "transitions": run.transitions.all(),

@@ -324,6 +324,7 @@ class PlatformReporter:
             "eval_seconds": self.summary.get(metric.EVAL_S) or 0.0,
         }
         publish_points(self.run_id, names, steps, values, progress)
+        lifecycle.announce_points(self.run_id, names, steps, values)
         if self.retry.notes:
             self._log_lines([])  # the run's log says the write waited, and for how long
 

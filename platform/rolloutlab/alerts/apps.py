@@ -1,0 +1,9 @@
+from django.apps import AppConfig
+
+
+class AlertsConfig(AppConfig):
+    name = "rolloutlab.alerts"
+
+    def ready(self):
+        # the runs app knows nothing of alerts: it announces a run's end and its points, the alerts listen
+        from rolloutlab.alerts import receivers  # noqa: F401  (connects the receivers)
