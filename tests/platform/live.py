@@ -97,7 +97,12 @@ class Stack:
 
         deadline = time.time() + seconds
         while time.time() < deadline:
-            replies = app.control.ping(timeout=0.5) or []
+            try:
+                replies = app.control.ping(timeout=0.5) or []
+            except Exception:  # noqa: BLE001 - a pooled connection a Redis restart closed: ask again on a new one
+                app = Celery(broker=self.redis_url) if self.redis_url else app
+                time.sleep(0.5)
+                continue
             if any(f"test-worker-{self.worker_count}@" in name for reply in replies for name in reply):
                 return
         raise RuntimeError(f"the Celery worker did not come up; see {LOGS / (self.name + 'worker.log')}")

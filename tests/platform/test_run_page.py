@@ -152,6 +152,16 @@ def test_another_teams_run_is_not_found_for_a_chart_choice(alice, bob):
 
 # ------------------------------------------------------------------ a failed run
 @pytest.mark.django_db
+def test_a_running_runs_page_opened_after_its_first_evaluation_still_charts_the_training_metrics(alice, alice_client):
+    run = make_run(alice, state="running")
+    write_points(run.id, [("eval/pass@1", 0, 0.3, 0.0)])  # the evaluation before step 1: the only metric so far
+    charts = alice_client.get(f"/runs/{run.id}/").context["charts"]
+    assert "reward/mean" in charts and "policy/loss" in charts  # they fill in live as the steps come
+    Run.objects.filter(id=run.id).update(state="succeeded")
+    assert alice_client.get(f"/runs/{run.id}/").context["charts"] == ["eval/pass@1"]  # ended: what it has
+
+
+@pytest.mark.django_db
 def test_a_runs_page_charts_what_the_worker_sampled_of_the_machine(alice, alice_client):
     run = make_run(alice)
     write_points(run.id, [(key, s, 1.0 + s, 0.0) for key in ("system/cpu_util", "system/rss_gb") for s in range(3)])

@@ -11,7 +11,7 @@ from rolloutlab.accounts.sharing import url_token
 from rolloutlab.metrics.models import ChartChoice
 from rolloutlab.metrics.series import run_keys
 from rolloutlab.runs import services
-from rolloutlab.runs.models import RESUMABLE_STATES, Kind, Run, State
+from rolloutlab.runs.models import FINAL_STATES, RESUMABLE_STATES, Kind, Run, State
 from workers import metrics as metric
 from workers.config import RunConfig
 
@@ -49,8 +49,9 @@ def run_page_context(run: Run, user=None) -> dict:
 
 
 def chosen_charts(run: Run, user, keys: list[str]) -> list[str]:
-    """The user's saved choice for the run's project, else the default charts this run has (all defaults while
-    it has none yet, so a starting run's charts fill in live); none for a failed run without metrics."""
+    """The user's saved choice for the run's project, else the default charts: all of them while the run may still
+    report (a page opened after its first evaluation still gets its reward and loss charts, which fill in live),
+    those it has once it ended; none for a failed run without metrics."""
     saved = None
     if user is not None and user.is_authenticated:
         saved = ChartChoice.objects.filter(user=user, project_id=run.project_id).values_list("keys", flat=True).first()
@@ -58,6 +59,8 @@ def chosen_charts(run: Run, user, keys: list[str]) -> list[str]:
         return list(saved)
     if run.state in (State.FAILED, State.LOST) and not keys:
         return []
+    if run.state not in FINAL_STATES:
+        return list(DEFAULT_CHARTS)
     return [k for k in DEFAULT_CHARTS if k in keys] or DEFAULT_CHARTS
 
 
