@@ -2,6 +2,7 @@
 #   make demo             install, migrate, create the demo login, serve at http://127.0.0.1:8000/
 #   make demo EXAMPLES=1  the same, and queue two example runs
 #   make test             install (Chromium too), then lint and run every test against real services
+#   make soak             the chaos soak: 12 runs through worker kills and service outages (about 4 minutes)
 #   make bench            install the benchmark extras, then run every benchmark under bench/
 
 PYTHON ?= python3
@@ -14,7 +15,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 PORT ?= 8000
 EXAMPLES ?=
 
-.PHONY: install browser demo test lint bench clean
+.PHONY: install browser demo test soak lint bench clean
 
 install: $(STAMP)
 
@@ -45,6 +46,10 @@ lint: install
 
 test: lint browser
 	$(BIN)/python -m pytest -q
+
+# the soak is left out of `make test` (its 15-minute budget); -m on the command line replaces addopts' own
+soak: install
+	$(BIN)/python -m pytest -q -s -m soak tests/platform/test_chaos.py
 
 bench: $(BENCH_STAMP)
 	@for script in bench/[!_]*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done

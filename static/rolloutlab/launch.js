@@ -98,10 +98,12 @@
     }));
     warningsBox.hidden = !warnings.length;
   }
+  let warningsAsked = 0;  // answers can come back out of order: only the latest question's answer is shown
   async function refreshWarnings() {
     if (yamlMode()) return;
+    const ticket = ++warningsAsked;
     const response = await fetch(form.dataset.warnings, { method: "POST", body: new FormData(form), credentials: "same-origin" });
-    if (response.ok) {
+    if (response.ok && ticket === warningsAsked) {
       const answer = await response.json();
       showWarnings(answer.warnings);
       document.getElementById("run-estimate").textContent = answer.estimate || "";  // how long it would take

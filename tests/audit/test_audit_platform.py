@@ -26,7 +26,7 @@ from workers.reporting import read_metrics
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the executor's reporter writes from its own thread
 
-RUN = {**SMALL_RUN, "schedule": {"steps": 4, "save_final": True}}
+RUN = {**SMALL_RUN, "schedule": {**SMALL_RUN["schedule"], "steps": 4, "save_final": True}}
 
 
 @pytest.fixture(autouse=True)

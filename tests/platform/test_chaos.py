@@ -8,7 +8,11 @@ of its steps exactly once, with the values an undisturbed run of the same config
 process, with no platform at all), the open run pages must have caught up with the last step, and nothing may be
 left queued.
 
-    python -m pytest -q -s tests/platform/test_chaos.py     # prints the fault schedule and the timings
+    make soak                                               # what CI runs after `make test`
+    python -m pytest -q -s -m soak tests/platform/test_chaos.py   # prints the fault schedule and the timings
+
+It takes about four minutes on two cores, so `make test` leaves it out (-m 'not soak') to stay within its
+15-minute budget and `.ci/run` runs it as a step of its own after the suite.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from workers.config import resolve
 from workers.reporting import MemoryReporter, is_deterministic_metric
 from workers.trainer import Trainer
 
-pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
+pytestmark = [pytest.mark.timeout(900), pytest.mark.soak]
 RUNS, STEPS, OUTAGE_S = 12, 60, 10
 CONFIG = {**SMALL_RUN, "schedule": {"steps": STEPS, "minibatches": 1, "save_final": False, "checkpoint_every": 5},
           "eval": {"every": 30, "size": 8, "k": 2}}  # fmt: skip

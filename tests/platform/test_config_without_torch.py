@@ -85,7 +85,7 @@ def test_a_knob_of_another_component_is_refused_with_the_chosen_ones_knobs(web_p
     }
     assert web_process["errors"]["unknown knob of a component"]["fields"] == {
         "control.bogus": "not a knob of control 'dars'; valid: "
-        "extra_budget, max_extra, name, schedule, stages, threshold",
+        "extra_budget, mass, max_extra, name, schedule, stages, threshold",
         "control.stages": "Input should be greater than or equal to 2 (got 1)",
     }
 

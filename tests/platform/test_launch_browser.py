@@ -23,8 +23,12 @@ def test_choosing_a_stage_component_shows_its_knobs_and_hides_the_others(page, a
 def test_the_inert_knob_warning_follows_the_schedule_as_it_is_edited(page, alice, stack):
     log_in(page, "alice", "alice-password")
     page.goto("/runs/launch/?method=grpo")
-    assert page.is_visible("#schedule-warnings") and "cannot act" in page.inner_text("#schedule-warnings")
+    assert not page.is_visible("#schedule-warnings")  # the default schedule (two minibatches) lets the clip act
     page.click("#section-schedule > summary")  # grpo sets nothing apart from itself: every section starts closed
+    page.fill("[name='schedule.minibatches']", "1")
+    page.dispatch_event("[name='schedule.minibatches']", "change")
+    page.wait_for_selector("#schedule-warnings li.warning", state="visible")
+    assert "cannot act" in page.inner_text("#schedule-warnings")
     page.fill("[name='schedule.updates_per_batch']", "2")
     page.dispatch_event("[name='schedule.updates_per_batch']", "change")
     page.wait_for_selector("#schedule-warnings", state="hidden")

@@ -123,13 +123,20 @@ def test_a_card_that_is_no_method_is_a_404(alice_client):
 
 
 def test_the_page_warns_beside_the_form_of_a_clip_range_one_pass_leaves_inert(alice_client):
-    page = alice_client.get("/runs/launch/?method=grpo").content.decode()
+    values = launch_form(alice_client, "?method=grpo")
+    assert values["schedule.minibatches"] == "2"  # the default schedule lets the clip act: no warning
+    page = alice_client.get("/runs/launch/").content.decode()
+    assert '<aside class="warnings" id="schedule-warnings" hidden>' in page
+    values["schedule.minibatches"], values["name"] = "1", "one-minibatch"
+    assert alice_client.post("/runs/launch/", values).status_code == 302  # a warning is not an error
+    page = alice_client.get(f"/runs/launch/?from={Run.objects.get(name='one-minibatch').id}").content.decode()
     assert 'id="schedule-warnings"' in page and "objective.clip_low, objective.clip_high: cannot act" in page
     assert page.index('id="schedule-warnings"') < page.index('id="launch-form"')
 
 
 def test_the_warning_goes_with_two_passes_and_never_stops_a_launch(alice_client):
     values = launch_form(alice_client, "?method=grpo")
+    values["schedule.minibatches"] = "1"
     for passes in ("1", "2"):
         values["schedule.updates_per_batch"], values["name"] = passes, f"passes-{passes}"
         assert alice_client.post("/runs/launch/", values).status_code == 302  # a warning is not an error
@@ -146,21 +153,23 @@ def test_the_warning_goes_with_two_passes_and_never_stops_a_launch(alice_client)
 
 def test_the_warnings_follow_the_form_as_it_is_edited(alice_client):
     values = launch_form(alice_client, "?method=grpo")
+    assert alice_client.post("/runs/launch/warnings/", values).json()["warnings"] == []
+    values["schedule.minibatches"] = "1"
     warned = alice_client.post("/runs/launch/warnings/", values).json()["warnings"]
     assert len(warned) == 1 and warned[0].startswith("objective.clip_low, objective.clip_high: cannot act")
     values["schedule.minibatches"] = "2"
-    assert alice_client.post("/runs/launch/warnings/", values).json() == {"warnings": []}
+    assert alice_client.post("/runs/launch/warnings/", values).json()["warnings"] == []
 
 
 def test_a_preset_brings_its_papers_schedule_and_the_form_names_its_objective_when_it_is_undone(alice_client):
     values = launch_form(alice_client, "?method=gspo")
     assert values["schedule.minibatches"] == "4"
-    assert alice_client.post("/runs/launch/warnings/", values).json() == {"warnings": []}
+    assert alice_client.post("/runs/launch/warnings/", values).json()["warnings"] == []
     values["schedule.minibatches"] = "1"
     warned = alice_client.post("/runs/launch/warnings/", values).json()["warnings"]
     assert [w.split(":")[0] for w in warned] == ["objective 'sequence-clip'", "objective.clip_low, objective.clip_high"]
     values["schedule.minibatches"], values["reward.weights"] = "1", "{not json"
-    assert alice_client.post("/runs/launch/warnings/", values).json() == {"warnings": []}  # errors are the form's
+    assert alice_client.post("/runs/launch/warnings/", values).json()["warnings"] == []  # errors are the form's
     assert Run.objects.count() == 0
     assert Client().post("/runs/launch/warnings/", values).status_code == 302  # anonymous: to the login
 

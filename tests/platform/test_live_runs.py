@@ -38,7 +38,7 @@ def test_a_run_launched_in_the_browser_runs_on_the_worker_and_streams_live(page,
     page.goto("/runs/launch/?method=grpo")
     assert page.input_value("#method-picker") == "grpo"
     assert page.input_value("[name='task.name']") == "arith" and page.input_value("[name='model.name']") == "tiny"
-    fill_knob(page, "schedule.steps", "80")  # the one knob changed
+    fill_knob(page, "schedule.steps", "20")  # the one knob changed
     page.click("#launch-submit")
     page.wait_for_url("**/runs/*/")
     run_id = int(page.url.rstrip("/").split("/")[-1])
@@ -55,12 +55,12 @@ def test_a_run_launched_in_the_browser_runs_on_the_worker_and_streams_live(page,
     assert live_while_running > 0  # the chart received points over the websocket before the run ended
 
     run = Run.objects.get(id=run_id)
-    assert run.config["schedule"]["steps"] == 80 and run.method == "grpo" and run.owner == alice
+    assert run.config["schedule"]["steps"] == 20 and run.method == "grpo" and run.owner == alice
     assert [(t.from_state, t.to_state) for t in Transition.objects.filter(run=run)] == [
         ("", "queued"), ("queued", "running"), ("running", "succeeded")]  # fmt: skip
     assert run.celery_task_id and run.worker_host  # executed by the Celery worker, not the web process
-    assert run.step == 80 and 0 <= run.summary["eval/pass@1"] <= 1
-    assert MetricPoint.objects.filter(run=run, step=80).count() > 10  # the final metrics are in PostgreSQL
+    assert run.step == 20 and 0 <= run.summary["eval/pass@1"] <= 1
+    assert MetricPoint.objects.filter(run=run, step=20).count() > 10  # the final metrics are in PostgreSQL
     page.wait_for_selector("#charts .chart .main-svg")
     assert page.locator("#run-state").inner_text() == "succeeded"
 
