@@ -2,10 +2,11 @@
 
 A sweep module defines VARIANTS = {label: (overrides, observable)} over a base YAML and calls
 `main(BASE, VARIANTS)`. Runs go two at a time, one thread each; a run directory that already
-holds a succeeded run is not run again, so an interrupted sweep picks up where it stopped.
-Per variant it prints held-out pass@1 (the mean of the last three evals) as IQM with its 95%
-stratified-bootstrap interval, the rollout tokens spent, the tokens until pass@1 first reached
---target, and the observable averaged over the steps.
+holds a succeeded run is not run again, so an interrupted sweep picks up where it stopped, and
+`--only TEXT` runs the variants whose label contains TEXT (a part now, the rest later). Per variant
+it prints held-out pass@1 (the mean of the last three evals) as IQM with its 95% stratified-bootstrap
+interval, the rollout tokens spent, the tokens until pass@1 first reached --target, and the
+observable averaged over the steps.
 """
 
 from __future__ import annotations
@@ -75,7 +76,13 @@ def main(
     parser.add_argument("--parallel", type=int, default=2)
     parser.add_argument("--target", type=float, default=0.45, help="pass@1 whose first reaching is timed in tokens")
     parser.add_argument("--out", type=Path, default=Path(default_out))
+    parser.add_argument("--only", action="append", default=[], metavar="TEXT",
+                        help="run only the variants whose label contains TEXT (repeat: any of them)")  # fmt: skip
     args = parser.parse_args()
+    if args.only:  # a part of a sweep: its runs land where the whole sweep's would, so it can be completed later
+        variants = {name: v for name, v in variants.items() if any(text in name for text in args.only)}
+        if not variants:
+            parser.error(f"--only {args.only} matches no variant")
     jobs = [(name, seed) for name in variants for seed in range(args.seeds)]
     with ThreadPoolExecutor(args.parallel) as pool:
         outs = list(pool.map(lambda j: run(base, args.out / f"{slug(j[0])}-s{j[1]}", variants[j[0]][0], j[1]), jobs))
