@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +32,8 @@ def run(base: Path, out: Path, overrides: list[str], seed: int) -> Path:
     status = out / "status.jsonl"
     if status.is_file() and '"state": "succeeded"' in status.read_text():
         return out
+    if out.exists():  # a run the last, interrupted sweep left unfinished: the CLI takes only a fresh directory
+        shutil.rmtree(out)
     command = [sys.executable, "-m", "workers", "run", str(base), "--out", str(out), "--no-progress",
                "--set", f"seed={seed}"]  # fmt: skip
     for assignment in overrides:
