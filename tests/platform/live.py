@@ -132,8 +132,12 @@ class Stack:
         except urllib.error.HTTPError as err:
             return err.code, json.loads(err.read() or b"{}")
 
+    def processes(self) -> list:
+        """What stop() ends: the worker and daphne (a stack with more workers widens this)."""
+        return [self.worker, self.web]
+
     def stop(self) -> None:
-        for proc in (self.worker, self.web):
+        for proc in self.processes():
             if proc and proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)
                 try:

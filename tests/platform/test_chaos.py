@@ -89,14 +89,8 @@ class ChaosStack(Stack):
         self.spawn_web()
         self.wait_http()
 
-    def stop(self) -> None:
-        for proc in [*self.workers, self.web]:
-            if proc and proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
+    def processes(self) -> list:
+        return [*self.workers, self.web]
 
 
 @pytest.fixture(scope="module")
