@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,22 @@ from tests.configs import small_config  # noqa: F401  (re-exported: the tests im
 os.environ.setdefault("ROLLOUTLAB_CACHE", str(Path(__file__).resolve().parent.parent / ".cache" / "rolloutlab"))
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter):
+    """Where each failure happened, printed last (after the slowest tests): CI shows only the log's tail, and a
+    timeout's one-line summary does not say whether the test hung in its body or in a teardown, nor where."""
+    failed = [*terminalreporter.stats.get("failed", []), *terminalreporter.stats.get("error", [])]
+    if not failed:
+        return
+    terminalreporter.section("where each failure happened")
+    for report in failed[:10]:
+        lines = report.longreprtext.splitlines()
+        located = [line for line in lines if re.match(r"^\S+:\d+: ", line) or line.startswith("E ")]
+        terminalreporter.write_line(f"{report.nodeid} ({report.when})")
+        for line in located[-12:]:
+            terminalreporter.write_line(f"    {line[:200]}")
 
 
 @pytest.fixture

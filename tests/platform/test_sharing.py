@@ -6,6 +6,7 @@ import re
 from datetime import timedelta
 
 import pytest
+import pytest_asyncio
 from asgiref.sync import sync_to_async
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
@@ -20,6 +21,28 @@ from rolloutlab.metrics.ingest import write_points
 from rolloutlab.runs.models import Run
 from rolloutlab.runs.routing import websocket_urlpatterns
 from tests.conftest import project_of, small_config
+
+
+@pytest_asyncio.fixture
+async def sockets():
+    """Opens in-process websockets to the run consumer: `await sockets(path, user)` -> (communicator, accepted).
+
+    At the end every one is disconnected, also one the server closed: its consumer lives on until its client
+    says it is gone, and left to the event loop's teardown (which cancels every task at once) the Redis receive
+    under it can swallow the cancellation and wait forever. Then the worker thread's connections are closed."""
+    opened: list[WebsocketCommunicator] = []
+
+    async def open_socket(path: str, user=None) -> tuple[WebsocketCommunicator, bool]:
+        communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), path)
+        communicator.scope["user"] = user or AnonymousUser()
+        opened.append(communicator)
+        accepted, _ = await communicator.connect()
+        return communicator, accepted
+
+    yield open_socket
+    for communicator in opened:
+        await communicator.disconnect()
+    await sync_to_async(connections.close_all)()
 
 
 def make_runs(owner, n=2, project="shared"):
@@ -105,19 +128,13 @@ def test_a_viewer_may_not_share_and_a_stranger_may_not_revoke(client, alice, bob
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.asyncio
-async def test_the_websocket_of_a_shared_run_opens_with_its_token_only(django_user_model):
-    try:
-        alice = await sync_to_async(django_user_model.objects.create_user)("alice")
-        run, other = await sync_to_async(make_runs)(alice)
-        _, token = await sync_to_async(create_link)(alice, "run", [run])
-        for run_id, allowed in ((run.id, True), (other.id, False)):
-            communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), f"/ws/runs/{run_id}/?share={token}")
-            communicator.scope["user"] = AnonymousUser()
-            connected, _ = await communicator.connect()
-            assert connected is allowed
-            await communicator.disconnect()
-    finally:
-        await sync_to_async(connections.close_all)()
+async def test_the_websocket_of_a_shared_run_opens_with_its_token_only(django_user_model, sockets):
+    alice = await sync_to_async(django_user_model.objects.create_user)("alice")
+    run, other = await sync_to_async(make_runs)(alice)
+    _, token = await sync_to_async(create_link)(alice, "run", [run])
+    for run_id, allowed in ((run.id, True), (other.id, False)):
+        _, accepted = await sockets(f"/ws/runs/{run_id}/?share={token}")
+        assert accepted is allowed
 
 
 @pytest.mark.django_db
@@ -135,49 +152,36 @@ def test_a_share_link_reads_the_audit_record_without_the_uncommitted_diff(alice_
     assert planted in alice_client.get(f"/api/runs/{run.id}/audit").json()["record"]["code"]["diff"]  # a member
 
 
-async def open_socket(path: str, user=None) -> WebsocketCommunicator:
-    communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), path)
-    communicator.scope["user"] = user or AnonymousUser()
-    connected, _ = await communicator.connect()
-    assert connected
-    return communicator
-
-
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.asyncio
-async def test_revoking_a_link_closes_its_open_websocket_and_leaves_a_members_open(django_user_model):
+async def test_revoking_a_link_closes_its_open_websocket_and_leaves_a_members_open(django_user_model, sockets):
     from rolloutlab.accounts.sharing import revoke
 
-    try:
-        alice = await sync_to_async(django_user_model.objects.create_user)("alice")
-        (run,) = await sync_to_async(make_runs)(alice, 1)
-        link, token = await sync_to_async(create_link)(alice, "run", [run])
-        shared = await open_socket(f"/ws/runs/{run.id}/?share={token}")
-        member = await open_socket(f"/ws/runs/{run.id}/", alice)
-        await sync_to_async(revoke)(alice, link.id)
-        assert (await shared.receive_json_from(timeout=5))["kind"] == "closed"
-        assert (await shared.receive_output(timeout=5))["code"] == 4403
-        assert await member.receive_nothing(timeout=0.5)  # the member's socket is untouched
-        await member.disconnect()
-    finally:
-        await sync_to_async(connections.close_all)()
+    alice = await sync_to_async(django_user_model.objects.create_user)("alice")
+    (run,) = await sync_to_async(make_runs)(alice, 1)
+    link, token = await sync_to_async(create_link)(alice, "run", [run])
+    shared, shared_accepted = await sockets(f"/ws/runs/{run.id}/?share={token}")
+    member, member_accepted = await sockets(f"/ws/runs/{run.id}/", alice)
+    assert shared_accepted and member_accepted
+    await sync_to_async(revoke)(alice, link.id)
+    assert (await shared.receive_json_from(timeout=5))["kind"] == "closed"
+    assert (await shared.receive_output(timeout=5))["code"] == 4403
+    assert await member.receive_nothing(timeout=0.5)  # the member's socket is untouched
 
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.asyncio
-async def test_removing_a_member_closes_their_open_websockets_of_the_teams_runs(django_user_model):
+async def test_removing_a_member_closes_their_open_websockets_of_the_teams_runs(django_user_model, sockets):
     from rolloutlab.accounts.access import home_team
     from rolloutlab.accounts.services import remove_member
 
-    try:
-        alice = await sync_to_async(django_user_model.objects.create_user)("alice")
-        bob = await sync_to_async(django_user_model.objects.create_user)("bob")
-        (run,) = await sync_to_async(make_runs)(alice, 1)
-        team = await sync_to_async(home_team)(alice)
-        membership = await sync_to_async(Membership.objects.create)(team=team, user=bob, role=Role.VIEWER)
-        socket = await open_socket(f"/ws/runs/{run.id}/", bob)
-        await sync_to_async(remove_member)(alice, team, membership.id)
-        assert (await socket.receive_json_from(timeout=5))["kind"] == "closed"
-        assert (await socket.receive_output(timeout=5))["code"] == 4403
-    finally:
-        await sync_to_async(connections.close_all)()
+    alice = await sync_to_async(django_user_model.objects.create_user)("alice")
+    bob = await sync_to_async(django_user_model.objects.create_user)("bob")
+    (run,) = await sync_to_async(make_runs)(alice, 1)
+    team = await sync_to_async(home_team)(alice)
+    membership = await sync_to_async(Membership.objects.create)(team=team, user=bob, role=Role.VIEWER)
+    socket, accepted = await sockets(f"/ws/runs/{run.id}/", bob)
+    assert accepted
+    await sync_to_async(remove_member)(alice, team, membership.id)
+    assert (await socket.receive_json_from(timeout=5))["kind"] == "closed"
+    assert (await socket.receive_output(timeout=5))["code"] == 4403
