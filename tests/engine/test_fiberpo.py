@@ -140,9 +140,12 @@ def test_the_preset_brings_an_off_policy_schedule_and_is_warned_of_without_one()
 
 
 def test_a_tiny_run_reports_both_gates():
-    trainer = Trainer(small_config(method="fiberpo", schedule={"steps": 2}), MemoryReporter())
+    trainer = Trainer(small_config(method="fiberpo", schedule={"steps": 3}), MemoryReporter())
     trainer.run()
-    row = trainer.reporter.metric_rows[-1]
+    rows = [row for row in trainer.reporter.metric_rows if metrics.ESS in row]
     for name in (metrics.SEQUENCE_GATED, metrics.RESIDUAL_GATED, metrics.CLIP_RATIO_HIGH, metrics.CLIP_RATIO_LOW):
-        assert 0 <= row[name] <= 1, name
-    assert row[metrics.ESS] < 1  # 3 of the 4 minibatch updates are off-policy
+        assert all(0 <= row[name] <= 1 for row in rows), name
+    # 3 of the 4 minibatch updates are off-policy, in a step with a learning signal (a step whose groups all
+    # agree has no gradient, and its ratios stay 1: which step that is depends on the machine's warm start)
+    learning = [row for row in rows if row[metrics.FRAC_ZERO_STD] < 1]
+    assert learning and all(row[metrics.ESS] < 1 for row in learning), [(r["step"], r[metrics.ESS]) for r in rows]
