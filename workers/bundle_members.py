@@ -138,7 +138,7 @@ class Record(Member):
     config_hash: Sha256 | None = None
     dataset_fingerprint: Name | None = None
     initial_weights_sha256: Name | None = None
-    model_source: Text | None = None  # 'tiny' or the resolved directory of the weights (workers.trainer)
+    model_source: Text | None = None  # 'tiny' or the resolved directory of the weights (workers.training.trainer)
     determinism: Json = None
     capture_seconds: Finite | None = None
     data_stream: DataStream | None = None

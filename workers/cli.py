@@ -131,10 +131,10 @@ def cmd_run(args) -> int:
 
 def resume_run(args) -> int:
     """run --resume --out DIR: the run in DIR goes on from its last resume checkpoint, with the config it saved."""
-    from workers.checkpoint import latest_checkpoint
     from workers.config import load_config
     from workers.reporting import JsonlReporter
     from workers.tasks import build_task
+    from workers.training.checkpoint import latest_checkpoint
 
     out: Path = args.out
     if args.config is not None or args.from_bundle is not None:
@@ -152,7 +152,7 @@ def resume_run(args) -> int:
 
 def train(cfg, task, out: Path, progress: bool = True, resume=None) -> int:
     from workers.reporting import FanoutReporter, JsonlReporter, ProgressReporter
-    from workers.trainer import Trainer
+    from workers.training.trainer import Trainer
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
@@ -161,7 +161,7 @@ def train(cfg, task, out: Path, progress: bool = True, resume=None) -> int:
     reporter = FanoutReporter(*reporters)
     try:
         if cfg.resources.executor == "ray":  # the task is built again by the learner, on its node
-            from workers.distributed import run_on_ray
+            from workers.training.distributed import run_on_ray
 
             state = run_on_ray(cfg, reporter, artifacts_dir=out)
         else:

@@ -40,7 +40,7 @@ PROXIMAL_LAG = "policy/proximal_lag_kl"  # k3 of the proximal policy against the
 STEP_SCALE = "policy/step_scale"  # the factor the learning rate of this optimizer step was multiplied by
 OFF_POLICY_BASELINE = "policy/off_policy_baseline"  # mean |b| of the minimum-variance baseline subtracted
 
-# the trainer's counters, cumulative over the run (workers/trainer.py)
+# the trainer's counters, cumulative over the run (workers/training/state.py)
 ROLLOUT_TOKENS = "counters/rollout_tokens"  # completion tokens decoded so far
 SAMPLES = "counters/samples"  # completions scored so far
 WALL_S = "counters/wall_s"  # seconds spent in steps so far
@@ -60,7 +60,7 @@ MEM_UTIL = "system/mem_util"  # the machine's memory in use, percent
 GPU_UTIL = "system/gpu_util"  # the GPU's busy percentage (NVML), where there is one
 SYSTEM_CHARTS = (CPU_UTIL, RSS_GB, MEM_UTIL, GPU_UTIL, GPU_MEM_GB)  # the run page's System charts, in order
 
-# the update (workers/trainer.py: Trainer.update, optimizer_step); averaged over a step's optimizer steps
+# the update (workers/training/learner.py: Learner.update, optimizer_step); averaged over a step's optimizer steps
 OPTIM_STEPS = "optim/steps"  # optimizer steps taken this RL step
 LR = "optim/lr"  # the learning rate of the step, after the schedule and any step scale
 GRAD_NORM = "optim/grad_norm"  # before clipping
@@ -70,12 +70,12 @@ APPROX_KL = "policy/approx_kl"  # k3 of pi_old against the policy after the step
 ENTROPY = "policy/entropy"  # the entropy (or its sampled-token estimate when no entropy bonus asks for it)
 SAMPLER_LOGPROB_DIFF = "policy/sampler_logprob_diff"  # mean |trainer - sampler| log-probability, when recomputed
 
-# the asynchronous trainer (workers/asynchronous.py, schedule.max_staleness): versions are RL steps trained
+# the asynchronous trainer (workers/training/asynchronous.py, schedule.max_staleness): versions are RL steps trained
 ASYNC_STALENESS_MEAN = "pipeline/async/staleness_mean"  # learner version - sampler version, mean over loss rows
 ASYNC_STALENESS_MAX = "pipeline/async/staleness_max"  # the largest, never above schedule.max_staleness
 ASYNC_DROPPED_SAMPLES = "pipeline/async/dropped_samples"  # rows of the groups dropped as too stale this step
 
-# rewards, groups and completions of everything generated in a step (Trainer.batch_metrics)
+# rewards, groups and completions of everything generated in a step (training/report.py: batch_metrics)
 REWARD_MEAN = "reward/mean"
 REWARD_STD = "reward/std"
 FRAC_ZERO_STD = "groups/frac_zero_std"  # groups whose rewards are all equal: no GRPO signal
@@ -95,7 +95,7 @@ ADVANTAGE_MEAN = "advantage/mean"  # over the samples in the loss
 ADVANTAGE_ABS_MEAN = "advantage/abs_mean"
 ADVANTAGE_LEFT_OUT = "pipeline/advantage/left_out"  # samples the advantage stage left out of the loss
 
-# held-out evaluation (workers/evaluation.py)
+# held-out evaluation (workers/training/evaluation.py)
 PASS_AT_1 = "eval/pass@1"  # greedy
 PASS_AT_K = "eval/pass@k"  # unbiased estimator from eval.samples
 MAJ_AT_K = "eval/maj@k"  # majority vote over disjoint blocks of k

@@ -10,7 +10,7 @@ from tests.engine.test_ragged import scored
 from workers.config import resolve
 from workers.pipeline.advantage import ADVANTAGES
 from workers.reporting import MemoryReporter
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 
 def one_group(rewards, shifts, lengths):
@@ -69,10 +69,10 @@ def test_alpha_zero_is_grpo_and_a_batch_without_reference_logprobs_is_refused():
 
 
 def test_the_trainer_scores_the_reference_for_ace_and_not_for_grpo():
-    assert Trainer(small_config(schedule={"steps": 1}), MemoryReporter()).reference is None
+    assert Trainer(small_config(schedule={"steps": 1}), MemoryReporter()).learner.reference is None
     reporter = MemoryReporter()
     trainer = Trainer(small_config(method="ace", schedule={"steps": 3}), reporter)
-    assert trainer.cfg.objective.kl_coef == 0 and trainer.reference is not None
+    assert trainer.cfg.objective.kl_coef == 0 and trainer.learner.reference is not None
     assert trainer.run() == "succeeded"
     shifts = [v for _, v in reporter.series("pipeline/advantage/confidence_shift")]
     assert len(shifts) == 3
@@ -82,13 +82,13 @@ def test_the_trainer_scores_the_reference_for_ace_and_not_for_grpo():
 
 def test_with_a_kl_term_the_reference_runs_once_per_step_and_the_loss_reads_the_same_numbers():
     trainer = Trainer(small_config(method="ace", schedule={"steps": 2}, objective={"kl_coef": 0.1}), MemoryReporter())
-    calls, forward = [], trainer.reference.forward
+    calls, forward = [], trainer.learner.reference.forward
 
     def counted(*args, **kwargs):
         calls.append("prompts" if kwargs.get("past_key_values") is None else "completions")
         return forward(*args, **kwargs)
 
-    trainer.reference.forward = counted
+    trainer.learner.reference.forward = counted
     assert trainer.run() == "succeeded"
     # one pass a step (its prompts, then its completions), for the advantage stage; the KL term reuses it
     assert calls == ["prompts", "completions"] * 2

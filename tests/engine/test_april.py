@@ -12,7 +12,7 @@ from workers.pipeline.stages import Budget, StageContext
 from workers.reporting import MemoryReporter
 from workers.rollout import Generations, Partial
 from workers.tasks import Example
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 PAD, EOS = 0, 1
 
@@ -161,4 +161,4 @@ def test_an_april_run_trains_on_whole_groups_and_counts_only_decoded_tokens():
     trained = sum(r["completions/mean_length"] * 16 for r in rows)
     pooled = sum(len(row.tokens) for g in trainer.stages.generate.pool for row in g.rows)
     assert trained + pooled == pytest.approx(decoded)
-    assert trainer.data_stream.examples == 4 + 4 * 3  # 8 groups in flight at the first step, 4 new per step after
+    assert trainer.state.data_stream.examples == 4 + 4 * 3  # 8 groups in flight at the first step, 4 new per step after

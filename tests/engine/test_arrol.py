@@ -8,7 +8,7 @@ from workers.pipeline.batch import RolloutBatch
 from workers.pipeline.generate import GENERATORS
 from workers.pipeline.generate.arrol import HIDDEN_AT_CHECK, balanced_survivors
 from workers.reporting import MemoryReporter
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 
 def test_the_survivors_are_balanced_between_likely_right_and_likely_wrong():

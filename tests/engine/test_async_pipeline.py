@@ -17,11 +17,11 @@ import torch
 
 from tests.conftest import small_config
 from workers import metrics as metric
-from workers.asynchronous import StalenessBound
 from workers.pipeline.batch import RolloutBatch
 from workers.reporting import MemoryReporter, is_deterministic_metric
 from workers.tasks import Example
-from workers.trainer import Trainer
+from workers.training.asynchronous import StalenessBound
+from workers.training.trainer import Trainer
 
 ASYNC_METRICS = (metric.ASYNC_STALENESS_MEAN, metric.ASYNC_STALENESS_MAX, metric.ASYNC_DROPPED_SAMPLES)
 
@@ -37,11 +37,14 @@ class RecordingTrainer(Trainer):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.trained_staleness: list[list[int]] = []
+        update = self.learner.update
 
-    def update(self, batch: RolloutBatch, step: int = 1, entropies=None) -> dict[str, float]:
-        learner_version = step - 1
-        self.trained_staleness.append((learner_version - batch.versions[batch.in_loss]).tolist())
-        return super().update(batch, step, entropies)
+        def recording(batch: RolloutBatch, step: int = 1, entropies=None) -> dict[str, float]:
+            learner_version = step - 1
+            self.trained_staleness.append((learner_version - batch.versions[batch.in_loss]).tolist())
+            return update(batch, step, entropies)
+
+        self.learner.update = recording
 
 
 def run(cfg) -> tuple[list[dict[str, float]], RecordingTrainer]:

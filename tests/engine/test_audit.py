@@ -12,7 +12,7 @@ from workers import repro
 from workers.audit import compare_streams, diff_records
 from workers.bundle import BundleError, read_bundle, write_bundle
 from workers.reporting import MemoryReporter, is_deterministic_metric
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 
 def test_identical_streams_are_identical_whatever_the_timings():

@@ -23,7 +23,6 @@ import pytest
 import torch
 
 from tests.configs import small_config
-from workers import checkpoint
 from workers.errors import ConfigError
 from workers.models.policy import load_policy
 from workers.reporting import MemoryReporter
@@ -31,7 +30,8 @@ from workers.rollout import Prefix, SamplingParams, StopRule, build_backend
 from workers.rollout.hf import HFBackend, restrict
 from workers.rollout.vllm import VLLMBackend
 from workers.tasks import build_task
-from workers.trainer import Trainer
+from workers.training import checkpoint
+from workers.training.trainer import Trainer
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
@@ -405,10 +405,10 @@ def test_release_memory_sleeps_the_engine_and_sync_wakes_it_before_loading_weigh
 
 def test_the_trainer_sleeps_the_engine_for_the_update_and_pushes_the_new_weights():
     trainer = Trainer(small_config(schedule={"steps": 1}), MemoryReporter())
-    trainer.backend = VLLMBackend(trainer.policy, vllm=FAKE_VLLM)
+    trainer.backends.own = VLLMBackend(trainer.policy, vllm=FAKE_VLLM)
     before = trainer.policy.weights_fingerprint()
     assert trainer.run() == "succeeded"
-    engine = trainer.backend.engine
+    engine = trainer.backends.own.engine
     assert engine.calls[-4:] == ["sleep", "wake_up", "collective_rpc", "reset_prefix_cache"]
     assert "generate" in engine.calls[:-4] and "generate" not in engine.calls[-4:]  # sampled, then slept
     assert trainer.policy.weights_fingerprint() != before  # the update ran
@@ -419,8 +419,8 @@ def test_the_trainer_sleeps_the_engine_for_the_update_and_pushes_the_new_weights
 def fake_engine_noting_weights(trainer: Trainer):
     """The trainer's own backend made a vllm one over a fake engine; and a list that gets, at every call of the
     engine's generate, whether the engine then holds the learner's weights."""
-    trainer.backend = VLLMBackend(trainer.policy, vllm=FAKE_VLLM)
-    engine, current = trainer.backend.engine, []
+    trainer.backends.own = VLLMBackend(trainer.policy, vllm=FAKE_VLLM)
+    engine, current = trainer.backends.own.engine, []
     sample = engine.generate
 
     def generate_noting_weights(prompts, sampling_params=None, **options):
@@ -491,7 +491,7 @@ def test_with_samplers_elsewhere_the_learner_has_no_backend_and_they_evaluate_it
 
     cfg = small_config(schedule={"steps": 4, **schedule}, eval={"every": 2})
     trainer = Trainer(cfg, MemoryReporter(), samplers=samplers)
-    assert trainer.backend is None  # a learner on Ray starts no engine of its own
+    assert trainer.backends.own is None  # a learner on Ray starts no engine of its own
     assert trainer.run() == "succeeded"
     assert len(made) == 1  # one set of actors: the asynchronous trainer's copy's, or the learner's
     # evaluations at steps 0, 2 and 4, each of greedy completions (pass@1) on the learner's weights

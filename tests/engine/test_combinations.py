@@ -2,7 +2,7 @@
 
 from tests.conftest import small_config
 from workers.reporting import MemoryReporter
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 
 def test_mopps_selection_with_mc_grpo_advantages_dynamic_sampling_and_overlong_filtering():
@@ -43,4 +43,4 @@ def test_april_generation_with_vade_selection_and_mc_grpo_advantages():
     assert rows[0]["pipeline/control/unseen_share"] == 1.0
     # MC-GRPO: one pivot per group out of the loss, the others with MAD-scaled advantages
     assert all(r["pipeline/advantage/left_out"] >= r["pipeline/filter/kept_groups"] for r in rows)
-    assert trainer.data_stream.examples == 4 * 2 + 4 * 3  # VADE picked every prompt APRIL put in flight
+    assert trainer.state.data_stream.examples == 4 * 2 + 4 * 3  # VADE picked every prompt APRIL put in flight

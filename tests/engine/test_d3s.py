@@ -11,7 +11,7 @@ from workers.config import resolve
 from workers.pipeline.advantage import ADVANTAGES
 from workers.pipeline.advantage.d3s import max_variance_subset, relaxed
 from workers.reporting import MemoryReporter
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 
 @pytest.mark.parametrize("seed", range(20))

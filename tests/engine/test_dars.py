@@ -15,7 +15,7 @@ from workers.pipeline.control.dars import target_size
 from workers.pipeline.history import PromptHistory
 from workers.pipeline.stages import build_stages
 from workers.reporting import MemoryReporter
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 
 def wider(batch: RolloutBatch, width: int) -> RolloutBatch:

@@ -73,9 +73,9 @@ def test_getting_a_component_imports_its_code():
 
 
 def test_every_declared_need_has_a_trainer_method_that_fills_it():
-    from workers.trainer import PROVIDERS, Trainer
+    from workers.training.learner import PROVIDERS, Learner
 
     needs = {need for stage, registry in STAGES.items() for name in registry.names()
              for need in registry.declaration(name).needs}  # fmt: skip
     assert "ref_logprobs" in needs and needs <= set(PROVIDERS)
-    assert all(callable(getattr(Trainer, method)) for method in PROVIDERS.values())
+    assert all(callable(getattr(Learner, method)) for method in PROVIDERS.values())

@@ -9,7 +9,7 @@ import torch
 
 from tests.conftest import small_config
 from workers.reporting import MemoryReporter
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 
 class SettingsSpy(MemoryReporter):

@@ -1,4 +1,4 @@
-"""Runs on Ray (workers/distributed.py), on a real local Ray cluster that this module starts with 2 CPUs.
+"""Runs on Ray (workers/training/distributed.py), on a real local Ray cluster that this module starts with 2 CPUs.
 
 1. The shipped example with 2 rollout actors learns, to the single-process test's bar, with its
    weights synced to the actors after every update (their log-probabilities match the learner's).
@@ -22,7 +22,10 @@ import torch
 
 from tests.conftest import REPO, small_config
 from workers.config import load_config, resolve
-from workers.distributed import (
+from workers.errors import ConfigError
+from workers.reporting import MemoryReporter
+from workers.rollout import Generations, StopRule
+from workers.training.distributed import (
     ArtifactOutOfReach,
     RolloutActorLost,
     bundles,
@@ -32,9 +35,6 @@ from workers.distributed import (
     share_of,
     split,
 )
-from workers.errors import ConfigError
-from workers.reporting import MemoryReporter
-from workers.rollout import Generations, StopRule
 
 pytestmark = pytest.mark.timeout(600)
 

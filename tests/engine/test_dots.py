@@ -9,7 +9,7 @@ from workers.config import resolve
 from workers.pipeline.control.dots import attention_estimate
 from workers.pipeline.replay import REPLAYS
 from workers.reporting import MemoryReporter
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 
 def test_a_candidate_like_a_reference_gets_its_difficulty_and_others_interpolate():
@@ -30,7 +30,7 @@ def test_selection_prefers_an_estimated_difficulty_near_the_target():
     trainer.run()
     dots = trainer.stages.control
     assert dots.references is not None and len(dots.references) == cfg.rollout.prompts_per_step
-    candidates = trainer.task.train_batch(40, trainer.data_rng)
+    candidates = trainer.task.train_batch(40, trainer.state.data_rng)
     embeddings = dots.embed(_ctx(trainer), candidates)
     estimate = attention_estimate(embeddings, dots.references, dots.reference_difficulty, dots.temperature)
     chosen = dots.select(_ctx(trainer), candidates, 5)
@@ -81,13 +81,13 @@ def test_a_dots_run_trains_on_fresh_plus_replayed_groups():
     reporter = MemoryReporter()
     trainer = Trainer(cfg, reporter)
     seen = []
-    original = trainer.update
+    original = trainer.learner.update
 
     def update(batch, step=1, entropies=None):
         seen.append((batch.num_groups, step))
         return original(batch, step, entropies)
 
-    trainer.update = update
+    trainer.learner.update = update
     trainer.run()
     rows = reporter.metric_rows
     assert any(r["pipeline/replay/replayed_groups"] > 0 for r in rows[1:])

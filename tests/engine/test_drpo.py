@@ -11,7 +11,7 @@ from workers import metrics
 from workers.config import resolve
 from workers.pipeline.advantage import ADVANTAGES
 from workers.reporting import MemoryReporter
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 WEIGHTS = {"correct": 1.0, "length": 1.0}
 

@@ -15,7 +15,7 @@ from workers.pipeline.stages import Budget
 from workers.reporting import MemoryReporter
 from workers.rollout import Partial
 from workers.tasks import Example
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 
 class Tokenizer:
@@ -93,13 +93,13 @@ def test_a_duet_run_aborts_long_rollouts_and_weights_the_survivors():
     reporter = MemoryReporter()
     trainer = Trainer(cfg, reporter)
     weights = []
-    original = trainer.compute_advantages
+    original = trainer.learner.compute_advantages
 
     def compute(batch):
         weights.append(batch.weights.clone())
         return original(batch)
 
-    trainer.compute_advantages = compute
+    trainer.learner.compute_advantages = compute
     trainer.run()
     rows = reporter.metric_rows
     assert sum(r["pipeline/control/aborted"] for r in rows) > 0

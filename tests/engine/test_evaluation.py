@@ -8,11 +8,11 @@ import torch
 
 from tests.conftest import small_config
 from workers.errors import ConfigError
-from workers.evaluation import pass_at_k, score_eval
 from workers.reporting import MemoryReporter
 from workers.rollout import Generations
 from workers.tasks import Example
-from workers.trainer import Trainer
+from workers.training.evaluation import pass_at_k, score_eval
+from workers.training.trainer import Trainer
 
 
 @pytest.mark.parametrize("n,c,k", [(5, 0, 1), (5, 2, 1), (5, 2, 3), (6, 1, 4), (8, 3, 8), (10, 7, 4)])
@@ -87,7 +87,7 @@ def test_the_trainer_draws_eval_samples_per_prompt_and_greedy_once():
         right = answers[prompt]
         return [right] if temperature == 0 else [right] + ["x"] * (n - 1)  # 1 of n samples is right
 
-    trainer.backend = ScriptedBackend(trainer.policy, script)
+    trainer.backends.own = ScriptedBackend(trainer.policy, script)
     scores = trainer.evaluate(0)
     assert set(calls) == {(1, 0.0), (6, 1.0)}
     assert scores["eval/pass@1"] == 1.0

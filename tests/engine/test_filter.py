@@ -10,7 +10,7 @@ from workers.pipeline.filter import FILTERS
 from workers.reporting import MemoryReporter
 from workers.tasks import Example, build_task
 from workers.tasks.rewards import Completion, build_rewards
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 MAX_NEW = 8
 
@@ -90,8 +90,8 @@ def test_overlong_filtered_samples_carry_no_gradient():
         advantage={"scale": "none"},
     )
     trainer = Trainer(cfg, MemoryReporter())
-    batch = trainer.collect(1).batch
-    trainer.compute_advantages(batch)
+    batch = trainer.collector.collect(1, trainer.policy, trainer.backends.sampler, version=0).batch
+    trainer.learner.compute_advantages(batch)
     truncated = batch.truncated.cpu()
     assert truncated.any() and not truncated.all()
     assert torch.equal(batch.in_loss, ~truncated)
@@ -102,7 +102,7 @@ def test_overlong_filtered_samples_carry_no_gradient():
 
     def params_after_update(b):
         fresh = Trainer(cfg, MemoryReporter())
-        fresh.update(b)
+        fresh.learner.update(b)
         return [p.detach().clone() for p in fresh.policy.model.parameters()]
 
     altered = batch.select_groups(list(range(batch.num_groups)))

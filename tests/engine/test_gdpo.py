@@ -9,7 +9,7 @@ from tests.engine.test_ragged import scored
 from workers.config import resolve
 from workers.pipeline.advantage import ADVANTAGES
 from workers.reporting import MemoryReporter
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 WEIGHTS = {"correct": 1.0, "format": 1.0}
 

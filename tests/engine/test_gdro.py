@@ -15,7 +15,7 @@ from workers.pipeline.history import PromptHistory
 from workers.pipeline.stages import Budget
 from workers.reporting import MemoryReporter
 from workers.tasks import Example
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 
 def test_classes_follow_the_last_pass_rate_and_unseen_prompts_have_their_own():

@@ -10,7 +10,7 @@ from workers.config import resolve
 from workers.errors import ConfigError
 from workers.pipeline.advantage import ADVANTAGES
 from workers.reporting import MemoryReporter
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 LIMIT = 8  # max_new_tokens: the length reward is -length / 8
 WEIGHTS = {"correct": 1.0, "length": 0.5}

@@ -14,7 +14,7 @@ from workers.pipeline.stages import Budget, StageContext
 from workers.reporting import MemoryReporter
 from workers.rollout.hf import HFBackend
 from workers.tasks import Example, build_task
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 
 @pytest.fixture(scope="module")

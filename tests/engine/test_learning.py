@@ -7,7 +7,7 @@ measured by bench/learning.py and recorded in docs/benchmarks.md.
 
 from workers.config import load_config
 from workers.reporting import MemoryReporter
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 
 def test_a_run_at_the_grpo_presets_defaults_learns_at_its_default_step_count():

@@ -11,23 +11,24 @@ import torch
 from tests.conftest import small_config
 from tests.engine.test_models import save_gpt2_with_bpe
 from workers.reporting import MemoryReporter
-from workers.trainer import Trainer, recomputes_old_logprobs
+from workers.training.learner import recomputes_old_logprobs
+from workers.training.trainer import Trainer
 
 
 def trainer_and_batch(cfg):
     trainer = Trainer(cfg, MemoryReporter())
-    batch = trainer.collect(1).batch
-    trainer.compute_advantages(batch)
+    batch = trainer.collector.collect(1, trainer.policy, trainer.backends.sampler, version=0).batch
+    trainer.learner.compute_advantages(batch)
     return trainer, batch
 
 
 def trainer_logprobs(trainer, batch):
     """The trainer's own log-probabilities of every completion, in train() mode as during an update."""
     rows = batch.in_loss.nonzero().flatten()
-    inputs = trainer.training_inputs(batch, rows)
+    inputs = trainer.learner.training_inputs(batch, rows)
     trainer.policy.model.train()
     with torch.no_grad():
-        logprobs = trainer.token_logprobs(trainer.policy.model, inputs)[0]
+        logprobs = trainer.learner.forwards.logprobs(trainer.policy.model, inputs)[0]
     return logprobs, inputs
 
 
@@ -97,7 +98,7 @@ def gspo_first_step(old_logprobs, dtype="float32"):
         schedule={"steps": 1, "minibatches": 1},  # the first update alone: gspo's preset brings 4
     )
     trainer = Trainer(cfg, MemoryReporter())
-    trainer.backend = SkewedSampler(trainer.backend)
+    trainer.backends.own = SkewedSampler(trainer.backends.own)
     trainer.run()
     return trainer.reporter.metric_rows[-1]
 
@@ -132,7 +133,7 @@ def test_no_token_after_the_end_and_no_prompt_token_receives_gradient():
     trainer, batch = trainer_and_batch(cfg)
     model = trainer.policy.model
     rows = batch.in_loss.nonzero().flatten()
-    inputs = trainer.training_inputs(batch, rows)
+    inputs = trainer.learner.training_inputs(batch, rows)
     inputs["advantages"] = torch.linspace(0.5, 1.5, len(rows))  # every row pushes (untrained, most are 0)
     captured = {"embeddings": [], "logits": []}  # one per forward: the prompts', then the completions'
 
@@ -148,7 +149,7 @@ def test_no_token_after_the_end_and_no_prompt_token_receives_gradient():
         model.get_output_embeddings().register_forward_hook(keep("logits")),  # (P, 1, V), (B, T-1, V)
     ]
     model.train()
-    logprobs, _ = trainer.token_logprobs(model, inputs)
+    logprobs, _ = trainer.learner.forwards.logprobs(model, inputs)
     for handle in handles:
         handle.remove()
     trainer.stages.objective(trainer_loss_inputs(trainer, logprobs, inputs)).loss.backward()
@@ -185,7 +186,7 @@ def test_length_buckets_give_the_same_logprobs_entropies_and_gradient_over_fewer
     )
     trainer, batch = trainer_and_batch(cfg)
     model, rows = trainer.policy.model, batch.in_loss.nonzero().flatten()
-    inputs = trainer.training_inputs(batch, rows)
+    inputs = trainer.learner.training_inputs(batch, rows)
     inputs["advantages"] = torch.linspace(-1.0, 1.0, len(rows))
     ends = (torch.arange(len(rows)) * 7) % 24 + 1  # a row's completion ends after 1 to 24 tokens
     inputs["mask"] *= (torch.arange(24) < ends[:, None]).to(inputs["mask"].dtype)
@@ -197,10 +198,10 @@ def test_length_buckets_give_the_same_logprobs_entropies_and_gradient_over_fewer
     results = {}
     model.train()
     for buckets in (1, 4):
-        trainer.cfg.schedule.length_buckets = buckets
+        trainer.learner.forwards.length_buckets = buckets  # schedule.length_buckets
         fed.clear()
         model.zero_grad()
-        logprobs, entropy = trainer.token_logprobs(model, inputs, with_entropy=True)
+        logprobs, entropy = trainer.learner.forwards.logprobs(model, inputs, with_entropy=True)
         trainer.stages.objective(trainer_loss_inputs(trainer, logprobs, inputs)).loss.backward()
         grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
         results[buckets] = (logprobs.detach(), entropy.detach(), grads, sum(fed), len(fed))

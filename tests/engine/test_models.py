@@ -12,7 +12,7 @@ from workers.models.policy import load_policy
 from workers.models.tiny import char_tokenizer, warm_start
 from workers.reporting import MemoryReporter
 from workers.tasks import build_task
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 
 def test_tiny_warm_start_is_deterministic_and_cached(tmp_path, monkeypatch):

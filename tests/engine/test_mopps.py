@@ -12,7 +12,7 @@ from workers.pipeline.control.mopps import forgetting_posterior
 from workers.pipeline.history import PromptHistory
 from workers.reporting import MemoryReporter
 from workers.tasks import Example
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 
 def visit(history, example, right, size, step):

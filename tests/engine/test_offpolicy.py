@@ -13,7 +13,7 @@ from workers.pipeline.objective import OBJECTIVES
 from workers.pipeline.objective.base import KL_ESTIMATORS, aggregator, effective_sample_size, off_policy_stats
 from workers.pipeline.stages import LossInputs
 from workers.reporting import MemoryReporter
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 
 def objective(method=None, **knobs):
@@ -100,7 +100,7 @@ def test_a_run_weighs_the_trainers_recomputed_pi_old_against_a_skewed_samplers()
 
     cfg = small_config(method="tis", objective={"old_logprobs": "recompute", "is_bound": 1.01}, schedule={"steps": 1})
     trainer = Trainer(cfg, MemoryReporter())
-    trainer.backend = SkewedSampler(trainer.backend)
+    trainer.backends.own = SkewedSampler(trainer.backends.own)
     trainer.run()
     row = trainer.reporter.metric_rows[-1]
     assert 0 < row[metrics.IS_OVER_BOUND] < 1
@@ -251,13 +251,13 @@ def test_the_trainer_scales_the_learning_rate_by_the_objectives_step_scale():
     cfg = small_config(method="vcpo", schedule={"steps": 1})
     trainer = Trainer(cfg, MemoryReporter())
     rates = []
-    step = trainer.optimizer.step
+    step = trainer.learner.optimizer.step
 
     def record(*args, **kwargs):
-        rates.append(trainer.optimizer.param_groups[0]["lr"])
+        rates.append(trainer.learner.optimizer.param_groups[0]["lr"])
         return step(*args, **kwargs)
 
-    trainer.optimizer.step = record
+    trainer.learner.optimizer.step = record
     trainer.run()
     row = trainer.reporter.metric_rows[-1]
     second_ess = 2 * row[metrics.ESS] - 1  # the step's metrics are the mean over its two updates; the first's is 1

@@ -14,7 +14,7 @@ from workers.pipeline.advantage import ADVANTAGES
 from workers.pipeline.history import PromptHistory
 from workers.reporting import MemoryReporter
 from workers.tasks import Example
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 
 def explorer(**knobs):
@@ -123,7 +123,7 @@ def test_a_tiny_run_writes_the_bonus_metrics_and_checkpoints_the_answer_counts(t
     for name in (metrics.OUTCOME_BONUS_MEAN, metrics.DISTINCT_ANSWERS, metrics.OUTCOME_HISTORY_BONUS_MEAN):
         assert len(reporter.series(name)) == 3
     assert all(0 < v <= 0.25 for _, v in reporter.series(metrics.OUTCOME_HISTORY_BONUS_MEAN))
-    state = trainer.history.state_dict()
+    state = trainer.state.history.state_dict()
     counted = sum(sum(stats["answers"].values()) for stats in state.values())
     samples = sum(size for stats in state.values() for _, _, size in stats["outcomes"])
     assert 0 < counted <= samples  # every answer given was counted; answerless completions are not
@@ -140,5 +140,5 @@ def test_a_completion_cut_off_by_the_length_limit_commits_to_no_answer():
     batch.examples = [Example("1+2=", "3")]
     batch.texts = ["3", "33333333"]
     batch.truncated = torch.tensor([False, True])
-    trainer.score(batch)
+    trainer.collector.score(batch)
     assert batch.answers == ["3", None] and batch.correct.tolist() == [True, False]

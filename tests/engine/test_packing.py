@@ -1,11 +1,11 @@
-"""Length buckets (workers/packing.py): every row once, no bucket narrower than its rows, the fewest positions."""
+"""Length buckets (training/packing.py): every row once, no bucket narrower than its rows, the fewest positions."""
 
 import itertools
 
 import numpy as np
 import torch
 
-from workers.packing import length_buckets
+from workers.training.packing import length_buckets
 
 
 def fewest_positions(lengths: list[int], most: int) -> int:

@@ -50,7 +50,7 @@ KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2,STRICT", "ONEDNN_MAX
 
 def stream(method: str, schedule: dict) -> list[dict[str, float]]:
     from workers.reporting import MemoryReporter, is_deterministic_metric
-    from workers.trainer import Trainer
+    from workers.training.trainer import Trainer
 
     cfg = small_config(method=method, schedule={"steps": 4, **schedule}, eval={"every": 2})
     reporter = MemoryReporter()

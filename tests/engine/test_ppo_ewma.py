@@ -15,7 +15,7 @@ from workers.pipeline.objective.base import aggregator
 from workers.pipeline.objective.proximal import EwmaWeights
 from workers.pipeline.stages import LossInputs
 from workers.reporting import MemoryReporter
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 
 def test_the_average_is_the_bias_corrected_ewma_of_the_weights_seen():

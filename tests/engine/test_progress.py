@@ -10,7 +10,7 @@ import yaml
 from tests.conftest import REPO, small_config
 from workers import progress
 from workers.reporting import MemoryReporter
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 
 class Clock:

@@ -11,12 +11,12 @@ from workers.models.policy import load_policy
 from workers.pipeline.advantage import ADVANTAGES
 from workers.pipeline.batch import RolloutBatch
 from workers.pipeline.history import PromptHistory
-from workers.pipeline.stages import Budget
+from workers.pipeline.stages import Budget, ControlStage
 from workers.reporting import MemoryReporter
 from workers.rollout import SamplingParams
 from workers.rollout.hf import HFBackend
 from workers.tasks import Example, build_task
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 
 def scored(sizes, seed=0):
@@ -98,7 +98,7 @@ def test_the_backend_samples_each_prompt_its_own_count_up_to_its_own_limit(polic
         torch.testing.assert_close(out.logprobs[row, :length], expected, atol=1e-4, rtol=1e-4)
 
 
-class HardPromptsGetMore:
+class HardPromptsGetMore(ControlStage):
     """A control stand-in: 16 rollouts for the first prompt of a round, 2 for the rest, 3 tokens for the last."""
 
     def __init__(self, fixed):
@@ -114,9 +114,6 @@ class HardPromptsGetMore:
         sizes = (16,) + (2,) * (len(examples) - 1)
         limits = (budget.max_new_tokens,) * (len(examples) - 1) + (3,)
         return Budget(budget.prompts, budget.group_size, budget.max_new_tokens, sizes, limits)
-
-    def observe(self, batch):
-        pass
 
 
 @pytest.mark.parametrize("method", ["grpo", "mc-grpo", "dapo", "gspo"])
@@ -149,7 +146,7 @@ def test_the_prompt_history_counts_every_scored_group_and_is_checkpointed(tmp_pa
     trainer.run()
     restored = PromptHistory()
     restored.load_state_dict(json.loads((tmp_path / "checkpoints" / "step-2" / "prompt_history.json").read_text()))
-    assert restored.state_dict() == trainer.history.state_dict()
+    assert restored.state_dict() == trainer.state.history.state_dict()
     seen = sum(len(stats["outcomes"]) for stats in restored.state_dict().values())
     assert seen == 8  # 2 steps x 4 prompts, a repeated prompt counted twice
     assert trainer.reporter.metric_rows[-1]["prompts/distinct"] == len(restored)

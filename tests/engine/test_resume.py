@@ -9,11 +9,11 @@ import pytest
 from pydantic import BaseModel
 
 from tests.configs import small_config
-from workers import checkpoint
 from workers.config import method_names
 from workers.errors import ConfigError
 from workers.reporting import MemoryReporter, is_deterministic_metric
-from workers.trainer import Trainer
+from workers.training import checkpoint
+from workers.training.trainer import Trainer
 
 STEPS, EVERY, STOP = 9, 3, 7  # checkpoints after steps 3 and 6; stopped after step 7, so step 7 is run twice
 

@@ -8,7 +8,7 @@ from workers.config import resolve
 from workers.pipeline.replay import REPLAYS
 from workers.pipeline.replay.rorecomp import priority_rows
 from workers.reporting import MemoryReporter
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 
 def group_batch(lengths, correct):

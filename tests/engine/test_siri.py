@@ -9,7 +9,7 @@ from workers.config import resolve
 from workers.errors import ConfigError
 from workers.pipeline.control import CONTROLLERS
 from workers.reporting import MemoryReporter
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 
 def test_the_limit_follows_the_cosine_from_long_to_short_and_back():
@@ -32,14 +32,14 @@ def test_every_completion_of_a_step_keeps_to_that_steps_limit():
     )
     trainer = Trainer(cfg, MemoryReporter())
     seen = []
-    original = trainer.collect
+    original = trainer.collector.collect
 
-    def spy(step):
-        collected = original(step)
+    def spy(step, policy, backend, version):
+        collected = original(step, policy, backend, version)
         seen.append((trainer.stages.control.limit, int(collected.generated.lengths.max())))
         return collected
 
-    trainer.collect = spy
+    trainer.collector.collect = spy
     assert trainer.run() == "succeeded"
     assert [limit for limit, _ in seen] == [8, 5, 2, 5]
     assert all(longest <= limit for limit, longest in seen) and seen[2][1] == 2

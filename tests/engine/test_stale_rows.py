@@ -24,7 +24,7 @@ from workers.pipeline.objective import OBJECTIVES
 from workers.pipeline.objective.base import aggregator
 from workers.pipeline.stages import LossInputs
 from workers.reporting import MemoryReporter
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 STALE_SOURCES = {
     # compensation rows of steps 1 and 2 replayed at step 3: two versions and one version old

@@ -8,7 +8,7 @@ import torch
 from tests.conftest import small_config
 from workers.config import METHODS
 from workers.reporting import MemoryReporter, is_deterministic_metric
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 STEP_METRICS = {
     "reward/mean", "reward/std", "reward/correct/mean", "groups/frac_zero_std", "groups/frac_all_correct",
@@ -88,14 +88,14 @@ def test_dapo_never_trains_on_a_group_that_is_all_right_or_all_wrong(monkeypatch
     cfg = small_config(method="dapo", schedule={"steps": 6}, rollout={"prompts_per_step": 6})
     trainer = Trainer(cfg, MemoryReporter())
     seen = []
-    original = trainer.compute_advantages
+    original = trainer.learner.compute_advantages
 
     def spy(batch):
         accuracy = batch.group(batch.correct.float()).mean(-1)
         seen.append(((accuracy > 0) & (accuracy < 1)).tolist())
         return original(batch)
 
-    monkeypatch.setattr(trainer, "compute_advantages", spy)
+    monkeypatch.setattr(trainer.learner, "compute_advantages", spy)
     assert trainer.run() == "succeeded"
     dropped = sum(v for _, v in trainer.reporter.series("pipeline/filter/dropped_groups"))
     assert dropped > 0  # the filter had work to do
@@ -138,7 +138,7 @@ def test_the_learning_rate_follows_the_schedule_when_minibatches_outnumber_sampl
     )
     trainer, reporter, _ = run(cfg)
     assert [v for _, v in reporter.series("optim/steps")] == [2.0, 2.0]
-    planned = [1e-3 * trainer.lr_factor(u) for u in range(8)]
+    planned = [1e-3 * trainer.learner.lr_factor(u) for u in range(8)]
     # the parts of 2 samples into 4 are (1, 1, 0, 0): optimizer steps 0, 1 and 4, 5 run
     expected = [(planned[0] + planned[1]) / 2, (planned[4] + planned[5]) / 2]
     assert [v for _, v in reporter.series("optim/lr")] == pytest.approx(expected)
@@ -147,15 +147,15 @@ def test_the_learning_rate_follows_the_schedule_when_minibatches_outnumber_sampl
 def test_mc_grpo_pivot_has_zero_advantage_and_no_gradient(monkeypatch):
     cfg = small_config(method="mc-grpo", schedule={"steps": 1}, rollout={"group_size": 2, "prompts_per_step": 4})
     trainer = Trainer(cfg, MemoryReporter())
-    batch = trainer.collect(1).batch
+    batch = trainer.collector.collect(1, trainer.policy, trainer.backends.sampler, version=0).batch
     assert batch.group_size == 3  # G + 1
-    trainer.compute_advantages(batch)
+    trainer.learner.compute_advantages(batch)
     pivots = (~batch.in_loss).nonzero().flatten().tolist()
     assert len(pivots) == 4 and all(batch.advantages[p] == 0 for p in pivots)
 
     def params_after_update(b):
         trainer_copy = Trainer(cfg, MemoryReporter())
-        trainer_copy.update(b)
+        trainer_copy.learner.update(b)
         return [p.detach().clone() for p in trainer_copy.policy.model.parameters()]
 
     # Rewrite every pivot completion: the update must not notice.
@@ -198,15 +198,15 @@ def test_stored_entropies_are_the_policys_before_the_update_whichever_forward_ga
     schedule = {**sections["schedule"], "steps": 2, "samples_per_step": 8}
     cfg = small_config(**{**sections, "schedule": schedule})
     trainer = Trainer(cfg, MemoryReporter())
-    inspect, from_update = trainer.inspect_samples, []
+    inspect, from_update = trainer.inspector.inspect, []
 
-    def inspect_and_recompute(trained, generated):
-        described, entropies = inspect(trained, generated)
+    def inspect_and_recompute(trained, generated, dropped):
+        described, entropies = inspect(trained, generated, dropped)
         rows = list(entropies.samples)  # to be filled in by the update's forwards; computed here alone, before it
-        from_update.extend(zip([entropies.samples[r] for r in rows], trainer.sample_entropies(trained, rows)))
+        from_update.extend(zip([entropies.samples[r] for r in rows], trainer.inspector.sample_entropies(trained, rows)))
         return described, entropies
 
-    trainer.inspect_samples = inspect_and_recompute
+    trainer.inspector.inspect = inspect_and_recompute
     assert trainer.run() == "succeeded"
     assert all(len(s["entropies"]) == s["length"] for s in trainer.reporter.sample_rows)
     assert bool(from_update) == (source != "token-mask")

@@ -11,7 +11,7 @@ from workers.pipeline.control.vade import two_scale_posterior
 from workers.pipeline.history import PromptHistory
 from workers.reporting import MemoryReporter
 from workers.tasks import Example
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 
 def test_the_posterior_decays_per_visit_and_per_step():

@@ -10,7 +10,7 @@ from workers.pipeline.advantage import ADVANTAGES
 from workers.pipeline.control import CONTROLLERS
 from workers.pipeline.control.xrpo import allocate_round, half_width
 from workers.reporting import MemoryReporter
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 
 def xrpo(**control):

@@ -11,10 +11,10 @@ import math
 import os
 import time
 
-from workers.trainer import Trainer
+from workers.training.loop import SynchronousLoop
 
 NONFINITE = {3: ("policy/loss", math.nan), 4: ("reward/mean", math.inf), 5: ("policy/loss", -math.inf)}
-_train_step = Trainer.step
+_train_step = SynchronousLoop.step
 
 
 def step(self, number: int) -> dict[str, float]:
@@ -31,4 +31,4 @@ def step(self, number: int) -> dict[str, float]:
     return metrics
 
 
-Trainer.step = step
+SynchronousLoop.step = step

@@ -34,7 +34,7 @@ from tests.platform.live import ROOT, Stack, wait_until
 from tests.platform.throwaway import Postgres, Redis
 from workers.config import resolve
 from workers.reporting import MemoryReporter, is_deterministic_metric
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.soak]
 RUNS, STEPS, OUTAGE_S = 12, 60, 10

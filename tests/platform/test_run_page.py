@@ -19,7 +19,7 @@ from rolloutlab.runs.models import Run, Sample
 from tests.conftest import project_of, small_config
 from tests.platform.test_live_runs import log_in
 from workers.reporting import MemoryReporter
-from workers.trainer import Trainer
+from workers.training.trainer import Trainer
 
 
 def sample(group, correct, **more):

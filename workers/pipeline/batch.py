@@ -67,7 +67,7 @@ class RolloutBatch:
     # when a component declares needs=("answer_counts",)
     answer_counts: torch.Tensor | None = None
     # (N,) long: the version of the policy that sampled each row (RL steps it had been trained for); the
-    # trainer stamps fresh rows, replayed rows keep theirs (workers/asynchronous.py bounds the difference)
+    # trainer stamps fresh rows, replayed rows keep theirs (workers/training/asynchronous.py bounds the difference)
     versions: torch.Tensor | None = None
     # name -> (N, ...) per-row tensors a component attached to the rows it made (arrol's hidden state at its
     # check), so that whatever later joins, regroups or drops rows, each row's own value stays with it

@@ -89,11 +89,31 @@ class StageContext:
     version: int = 0
 
 
-class GenerateStage(Protocol):
+# The stage protocols stay typing.Protocol classes: a component inherits its stage's protocol explicitly
+# (`class Controller(ControlStage)`), which Python allows and which hands it the defaults of the optional hooks
+# below, while a stand-in that does not inherit still type-checks structurally. Components are plain classes
+# (no dataclasses), so the protocol's metaclass (an ABCMeta) changes nothing in how they are built. Being
+# protocols, they answer issubclass() only if runtime-checkable and method-only: test a component's lineage
+# with `Stage in cls.__mro__`.
+
+
+class StageHooks(Protocol):
+    """The optional hooks every stage's component has, with the defaults a component inherits from its stage:
+    the trainer calls them on every component, so one that does not learn or report leaves them be."""
+
+    def observe(self, batch: RolloutBatch) -> None:
+        """See every scored group of a step, kept or not (grown by every rollout stage), to plan the next."""
+
+    def metrics(self) -> dict[str, float]:
+        """pipeline/<stage>/...: what the component did this step, reported with the step's metrics."""
+        return {}
+
+
+class GenerateStage(StageHooks, Protocol):
     def __call__(self, ctx: StageContext, examples: list[Example], budget: Budget) -> RolloutBatch: ...
 
 
-class FilterStage(Protocol):
+class FilterStage(StageHooks, Protocol):
     max_rounds: int  # generation rounds the trainer may run to fill a batch
 
     def __call__(self, batch: RolloutBatch, ctx: StageContext) -> list[int]:
@@ -104,7 +124,7 @@ class FilterStage(Protocol):
         ...
 
 
-class ControlStage(Protocol):
+class ControlStage(StageHooks, Protocol):
     def plan(self, ctx: StageContext) -> Budget:
         """How many prompts the step draws, and their default group size and length limit."""
         ...
@@ -117,7 +137,7 @@ class ControlStage(Protocol):
         """The budget of these prompts: per-prompt group sizes and length limits, if the component sets them."""
         ...
 
-    max_stages: int  # rollout stages per round: 1 = the allocated groups only, `extend` is never asked
+    max_stages: int = 1  # rollout stages per round: 1 = the allocated groups only, `extend` is never asked
 
     def extend(self, ctx: StageContext, batch: RolloutBatch, stage: int) -> list[int]:
         """More rollouts for some prompts of a scored round, before the filter sees it.
@@ -130,12 +150,8 @@ class ControlStage(Protocol):
         """
         ...
 
-    def observe(self, batch: RolloutBatch) -> None:
-        """See every scored group of a step (kept or not, grown by every stage), to plan the next."""
-        ...
 
-
-class ReplayStage(Protocol):
+class ReplayStage(StageHooks, Protocol):
     def mix(self, batch: RolloutBatch, step: int) -> RolloutBatch:
         """The batch to train on: the fresh groups plus any replayed ones."""
         ...
@@ -154,7 +170,7 @@ class AdvantageOutput:
     left_out: str = "pivot"  # why the estimator leaves samples out of the loss, for the sample inspector
 
 
-class AdvantageStage(Protocol):
+class AdvantageStage(StageHooks, Protocol):
     def __call__(self, batch: RolloutBatch) -> AdvantageOutput:
         """Advantages of every sample of a scored batch (rewards, reward parts, lengths, groups of any size)."""
         ...
@@ -218,9 +234,9 @@ class ProximalPolicy(Protocol):
         ...
 
 
-class ObjectiveStage(Protocol):
+class ObjectiveStage(StageHooks, Protocol):
     # None: pi_prox is the learner before the RL step's first update (or the sampler's numbers, see LossInputs)
-    proximal: ProximalPolicy | None
+    proximal: ProximalPolicy | None = None
 
     def __call__(self, inputs: LossInputs) -> LossOutput: ...
 

@@ -6,7 +6,7 @@ import torch
 
 from workers.pipeline.advantage.knobs import GroupEstimatorKnobs
 from workers.pipeline.batch import RolloutBatch
-from workers.pipeline.stages import AdvantageOutput
+from workers.pipeline.stages import AdvantageOutput, AdvantageStage
 
 
 def scale(centered: torch.Tensor, rewards: torch.Tensor, how: str, eps: float) -> torch.Tensor:
@@ -34,7 +34,7 @@ def rescale_nonzero(advantages: torch.Tensor, atol: float = 1e-6) -> torch.Tenso
     return torch.where(nonzero, advantages * factor, advantages)
 
 
-class GroupEstimator:
+class GroupEstimator(AdvantageStage):
     """An estimator that reads only each group's rewards: the spread it divides by, the optional
     non-zero rescale, and the run over each size class of a ragged batch."""
 

@@ -24,7 +24,7 @@ import torch
 from workers.pipeline.advantage.base import scale
 from workers.pipeline.advantage.knobs import DecoupledKnobs
 from workers.pipeline.batch import RolloutBatch
-from workers.pipeline.stages import AdvantageOutput
+from workers.pipeline.stages import AdvantageOutput, AdvantageStage
 
 
 def distinct_per_group(batch: RolloutBatch, values: torch.Tensor, decimals: int = 5) -> float:
@@ -34,7 +34,7 @@ def distinct_per_group(batch: RolloutBatch, values: torch.Tensor, decimals: int 
     return sum(counts) / max(1, len(counts))
 
 
-class DecoupledGroupNormalization:
+class DecoupledGroupNormalization(AdvantageStage):
     """Each reward normalised within its group on its own, then weighted, summed and batch-normalised (GDPO).
 
     Knobs: advantage.scale, advantage.eps (per reward function, as GRPO's), advantage.batch_norm;

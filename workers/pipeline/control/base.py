@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from workers.knobs import Knobs
 from workers.pipeline.batch import RolloutBatch
-from workers.pipeline.stages import Budget, StageContext
+from workers.pipeline.stages import Budget, ControlStage, StageContext
 from workers.tasks import Example
 
 
-class Controller:
+class Controller(ControlStage):
     """The defaults: the rollout section's budget, every candidate drawn is used, nothing is learned."""
 
     Knobs = Knobs
     candidates_per_prompt = 1  # candidates drawn per prompt the step trains on
-    max_stages = 1  # rollout stages per round; more lets `extend` add rollouts to scored groups
+    # max_stages (1: `extend` is never asked), observe (nothing) and metrics ({}): ControlStage's defaults
 
     def __init__(self, cfg):
         r = cfg.rollout
@@ -35,13 +35,6 @@ class Controller:
 
     def extend(self, ctx: StageContext, batch: RolloutBatch, stage: int) -> list[int]:
         return []
-
-    def observe(self, batch: RolloutBatch) -> None:
-        pass
-
-    def metrics(self) -> dict[str, float]:
-        """pipeline/control/...: what the component did this step."""
-        return {}
 
 
 class FixedBudget(Controller):

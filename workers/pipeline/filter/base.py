@@ -6,10 +6,10 @@ import torch
 
 from workers.pipeline.batch import RolloutBatch
 from workers.pipeline.filter.knobs import DynamicSamplingKnobs, FilterKnobs
-from workers.pipeline.stages import StageContext
+from workers.pipeline.stages import FilterStage, StageContext
 
 
-class GroupFilter:
+class GroupFilter(FilterStage):
     """The part every filter shares: run the component's group choice, then mask overlong samples.
 
     filter.overlong (DAPO, Yu et al. 2025, sec. 3.4 and Table 1, "overlong filtering"): a

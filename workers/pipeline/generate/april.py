@@ -21,7 +21,7 @@ import torch
 
 from workers.pipeline.batch import RolloutBatch
 from workers.pipeline.generate.knobs import APRILKnobs
-from workers.pipeline.stages import Budget, StageContext
+from workers.pipeline.stages import Budget, GenerateStage, StageContext
 from workers.rollout import Generations, Partial, Prefix, SamplingParams, StopRule
 from workers.tasks import Example
 
@@ -51,7 +51,7 @@ class PooledGroup:
         return all(row.ended for row in self.rows)
 
 
-class ActivePartialRollouts:
+class ActivePartialRollouts(GenerateStage):
     """Over-provision groups, stop when the step's groups are finished, continue unfinished completions later (APRIL).
 
     Knobs: generate.oversample, generate.check_every. Reports pipeline/generate/carried_groups

@@ -28,7 +28,7 @@ import torch
 from workers.pipeline.batch import RolloutBatch
 from workers.pipeline.generate.base import decoded_batch
 from workers.pipeline.generate.knobs import ArrolKnobs
-from workers.pipeline.stages import Budget, StageContext
+from workers.pipeline.stages import Budget, GenerateStage, StageContext
 from workers.rollout import Partial, SamplingParams, StopRule
 from workers.tasks import Example
 
@@ -42,7 +42,7 @@ def balanced_survivors(predicted: torch.Tensor, keep: int) -> list[int]:
     return sorted(order[:likely_right] + order[len(order) - (keep - likely_right) :])
 
 
-class OnlineRolloutPruning:
+class OnlineRolloutPruning(GenerateStage):
     """Over-sample, predict partial rollouts' success with a head trained online, prune groups to G balanced (arrol).
 
     Knobs: generate.oversample, check_at, head_lr, head_steps, warmup_steps. Reports

@@ -6,7 +6,7 @@ import torch
 
 from workers.knobs import Knobs
 from workers.pipeline.batch import RolloutBatch
-from workers.pipeline.stages import Budget, StageContext
+from workers.pipeline.stages import Budget, GenerateStage, StageContext
 from workers.rollout import Generations, SamplingParams
 from workers.tasks import Example
 
@@ -67,7 +67,7 @@ def drop_aborted(batch: RolloutBatch, aborted: torch.Tensor) -> RolloutBatch:
     return out
 
 
-class IndependentGroups:
+class IndependentGroups(GenerateStage):
     """G independent samples per prompt (GRPO: Shao et al. 2024, DeepSeekMath, sec. 4.1).
 
     Knobs: rollout.group_size (G), rollout.max_new_tokens, sampling temperature/top_p/top_k.
@@ -85,7 +85,7 @@ class IndependentGroups:
         return batch
 
 
-class PivotGroups:
+class PivotGroups(GenerateStage):
     """G+1 samples per prompt, so an odd group has one exact median (MC-GRPO: Kim 2026, sec. 3).
 
     The extra sample is the median reference; the group-median advantage leaves

@@ -32,7 +32,7 @@ import torch
 from workers.pipeline.batch import RolloutBatch
 from workers.pipeline.generate.base import decoded_batch, sample_groups
 from workers.pipeline.generate.knobs import LATRKnobs
-from workers.pipeline.stages import Budget, StageContext
+from workers.pipeline.stages import Budget, GenerateStage, StageContext
 from workers.rollout import Generations
 from workers.rollout.hf import left_pad, restrict
 from workers.tasks import Example
@@ -49,7 +49,7 @@ class Branch:
     split_at: int = 0  # its length when it split off
 
 
-class LookaheadTreeRollouts:
+class LookaheadTreeRollouts(GenerateStage):
     """Branch at uncertain tokens into other candidates, look ahead, prune branches that stay alike (LATR).
 
     Knobs: generate.branch_threshold, lookahead, similarity, roots. Reports

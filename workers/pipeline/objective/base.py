@@ -8,7 +8,7 @@ import torch
 
 from workers import metrics
 from workers.pipeline.objective.knobs import ObjectiveKnobs
-from workers.pipeline.stages import LossInputs, LossOutput
+from workers.pipeline.stages import LossInputs, LossOutput, ObjectiveStage
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> float:
@@ -90,7 +90,7 @@ def off_policy_stats(x: LossInputs) -> dict[str, float]:
     }
 
 
-class TokenClip:
+class TokenClip(ObjectiveStage):
     """PPO's clipped surrogate per token (Schulman et al. 2017, eq. 7; GRPO: Shao et al. 2024, eq. 3).
 
     L_t = -min(rho_t A, clip(rho_t, 1 - clip_low, 1 + clip_high) A), rho_t = pi(o_t) / pi_old(o_t).
@@ -111,7 +111,6 @@ class TokenClip:
     """
 
     Knobs = ObjectiveKnobs
-    proximal = None  # pi_prox is the learner's before the step's first update (see LossInputs)
 
     def __init__(self, cfg):
         self.low, self.high = cfg.objective.clip_low, cfg.objective.clip_high
@@ -157,7 +156,7 @@ class TokenClip:
         return LossOutput(loss=loss, stats=stats)
 
 
-class SequenceClip:
+class SequenceClip(ObjectiveStage):
     """GSPO's sequence-level ratio, clipped per sequence (Zheng et al. 2025, eq. 5-7).
 
     s_i = exp(mean_t(log pi(o_t) - log pi_old(o_t))), the length-normalised
@@ -173,7 +172,6 @@ class SequenceClip:
     """
 
     Knobs = ObjectiveKnobs
-    proximal = None
 
     def __init__(self, cfg):
         self.low, self.high = cfg.objective.clip_low, cfg.objective.clip_high

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from workers.knobs import Knobs
 from workers.pipeline.batch import RolloutBatch
+from workers.pipeline.stages import ReplayStage
 
 
-class NoReplay:
+class NoReplay(ReplayStage):
     """Every batch is fresh: nothing is stored, nothing reused (on-policy GRPO)."""
 
     Knobs = Knobs

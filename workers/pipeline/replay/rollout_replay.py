@@ -21,9 +21,10 @@ import numpy as np
 
 from workers.pipeline.batch import RolloutBatch
 from workers.pipeline.replay.knobs import RolloutReplayKnobs
+from workers.pipeline.stages import ReplayStage
 
 
-class RolloutReplay:
+class RolloutReplay(ReplayStage):
     """Each step trains on its fresh groups plus recent informative groups from a FIFO buffer (DOTS's rollout replay).
 
     Knobs: replay.groups, replay.capacity. Reports pipeline/replay/replayed_groups,

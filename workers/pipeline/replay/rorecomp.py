@@ -26,6 +26,7 @@ import torch
 
 from workers.pipeline.batch import RolloutBatch
 from workers.pipeline.replay.knobs import RoRecompKnobs
+from workers.pipeline.stages import ReplayStage
 
 
 def priority_rows(batch: RolloutBatch) -> torch.Tensor:
@@ -48,7 +49,7 @@ def priority_rows(batch: RolloutBatch) -> torch.Tensor:
     return keep
 
 
-class RolloutRecomposition:
+class RolloutRecomposition(ReplayStage):
     """Priority batches of short-correct and long-incorrect completions; the rest replayed as compensation (RoRecomp).
 
     Knobs: replay.compensation_every, replay.capacity. Reports pipeline/replay/priority_samples,

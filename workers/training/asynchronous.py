@@ -1,7 +1,7 @@
 """The asynchronous trainer: rollouts generated up to schedule.max_staleness policy versions ahead of the learner.
 
     cfg = resolve({"method": "grpo", "schedule": {"max_staleness": 2}})
-    Trainer(cfg, reporter).run()   # Trainer.steps hands the loop to Pipeline
+    Trainer(cfg, reporter).run()   # training/loop.py's make_loop picks Pipeline
 
 A policy's version is the number of RL steps it has been trained for: the learner is at version
 t - 1 while it trains step t, and t after. A copy of the policy (its own weights and tokenizer,
@@ -18,10 +18,10 @@ trains on it, which is the synchronous trainer's step, and gives its metric stre
 own policy then samples (a copy's weights at other addresses may take other vectorised kernel paths
 on some CPUs, and round differently).
 
-Thread safety is by construction, not by locks. The rollout thread runs only Trainer.gather
-(control, generate, score, extend, filter) on the rollout copy with the trainer's data and
-sampling streams, which nothing else touches; what a collected step changes in the trainer's
-shared state (the prompt history, every stage's observe, the counters) is Trainer.commit, run in
+Thread safety is by construction, not by locks. The rollout thread runs only Collector.gather
+(control, generate, score, extend, filter) on the rollout copy with the run's data and
+sampling streams, which nothing else touches; what a collected step changes in the run's
+shared state (the prompt history, every stage's observe, the counters) is Collector.commit, run in
 this thread at the barrier, when the rollout thread is idle. The learner (replay, advantage,
 update) runs in this thread and reads nothing the rollout thread writes. Every run of the
 pipeline is therefore the same computation in the same order: CPU runs stay bit-identical.
@@ -47,9 +47,10 @@ import torch
 from workers import metrics as metric
 from workers import stopping
 from workers.pipeline.batch import RolloutBatch
+from workers.training.loop import Parts
 
 if TYPE_CHECKING:
-    from workers.trainer import Collected, Trainer
+    from workers.training.parts import Collected
 
 
 def staleness(batch: RolloutBatch, learner_version: int) -> torch.Tensor:
@@ -87,27 +88,29 @@ class StalenessBound:
 
 class Pipeline:
     """The asynchronous trainer's loop (see the module docstring): a rollout copy of the policy, one rollout
-    thread, the batches collected but not yet trained on, and the bound on their staleness."""
+    thread, the batches collected but not yet trained on, and the bound on their staleness. It drives the
+    same two halves as the synchronous loop (training/loop.py)."""
 
-    def __init__(self, trainer: Trainer):
-        self.trainer, self.lag = trainer, trainer.cfg.schedule.max_staleness
-        if self.lag == 0:  # nothing overlaps: the learner's own policy samples, as in the synchronous trainer
-            self.rollout, self.backend = trainer.policy, trainer.sampler
+    def __init__(self, parts: Parts):
+        self.parts, self.cfg, self.lag = parts, parts.cfg, parts.cfg.schedule.max_staleness
+        if self.lag == 0:  # nothing overlaps: the learner's own policy samples, as in the synchronous loop
+            self.rollout, self.backend = parts.policy, parts.backends.sampler
         else:  # a copy with its own tokenizer too: the learner's evaluates meanwhile (on Ray, this copy's actors do)
-            self.rollout = copy.deepcopy(trainer.policy)
-            self.backend = trainer.sampler_for(self.rollout)
-            trainer.rollout_backend = self.backend
+            self.rollout = copy.deepcopy(parts.policy)
+            self.backend = parts.backends.sampler_for(self.rollout)
+            parts.backends.use_rollout_copy(self.backend)
         self.version = 0  # the rollout copy's: RL steps its weights have been trained for
         self.collected: deque[Collected] = deque()  # committed, oldest first: batch `trained + 1` comes first
         self.produced = 0  # batches gathered so far
         self.bound = StalenessBound(self.lag)
 
-    def steps(self) -> Iterator[tuple[int, dict[str, float]]]:
-        last, halt = self.trainer.cfg.schedule.steps, threading.Event()
+    def steps(self, first: int = 1) -> Iterator[tuple[int, dict[str, float]]]:
+        """Every step's number and metrics; an asynchronous run writes no resume checkpoint, so it starts at 1."""
+        last, halt = self.cfg.schedule.steps, threading.Event()
         with ThreadPoolExecutor(1, thread_name_prefix="rollout", initializer=self.thread_setup(halt)) as rollout:
             try:
-                for step in range(1, last + 1):
-                    self.trainer.check_stop()
+                for step in range(first, last + 1):
+                    stopping.checkpoint()
                     yield step, self.step(step, rollout)
             finally:  # a stop, an error or the time limit: the batch being collected will never train
                 halt.set()
@@ -115,7 +118,7 @@ class Pipeline:
     def thread_setup(self, halt: threading.Event):
         """What the rollout thread starts with: `halt` as its stop, the run's deadline, and its torch thread count
         (per thread; the deterministic kernels, set by Trainer.run around the whole loop, are global)."""
-        inherit, threads = stopping.for_another_thread(halt.is_set), self.trainer.cfg.resources.threads
+        inherit, threads = stopping.for_another_thread(halt.is_set), self.cfg.resources.threads
 
         def setup() -> None:
             inherit()
@@ -127,19 +130,19 @@ class Pipeline:
         """Train step `step` while the rollout thread collects batch step + k; then the barrier and the sync."""
         began = time.perf_counter()
         self.catch_up(step + max(self.lag - 1, 0))  # the first k batches, or (k = 0) this step's
-        ahead = self.gather_ahead(rollout) if self.lag and self.produced < self.trainer.cfg.schedule.steps else None
+        ahead = self.gather_ahead(rollout) if self.lag and self.produced < self.cfg.schedule.steps else None
         collected = self.collected.popleft()
-        metrics, batch, train_s = self.trainer.learn(step, collected, self.bound)
+        trained = self.parts.learner.learn(step, collected, self.bound)
         if ahead is not None:
-            self.collected.append(self.trainer.commit(self.wait(ahead)))
+            self.collected.append(self.parts.collector.commit(self.wait(ahead)))
         sync_s = self.sync(step)
-        return self.trainer.finish_step(step, began, collected, batch, metrics, train_s, sync_s)
+        return self.parts.report.finish(step, began, collected, trained, sync_s)
 
     def catch_up(self, batch: int) -> None:
         """Collect and commit, in this thread, every batch up to `batch` not collected yet."""
-        while self.produced < min(batch, self.trainer.cfg.schedule.steps):
+        while self.produced < min(batch, self.cfg.schedule.steps):
             self.produced += 1
-            self.collected.append(self.trainer.commit(self.gather(self.produced, self.version)))
+            self.collected.append(self.parts.collector.commit(self.gather(self.produced, self.version)))
 
     def gather_ahead(self, rollout: ThreadPoolExecutor) -> Future:
         """Batch `produced + 1`, collected in the rollout thread by the rollout copy's present version."""
@@ -147,23 +150,24 @@ class Pipeline:
         return rollout.submit(self.gather, self.produced, self.version)
 
     def gather(self, step: int, version: int):
-        return self.trainer.gather(step, self.rollout, self.backend, version)
+        return self.parts.collector.gather(step, self.rollout, self.backend, version)
 
-    def wait(self, ahead: Future):
+    @staticmethod
+    def wait(ahead: Future):
         """The rollout thread's batch, once it is ready; meanwhile this thread keeps answering a stop."""
         while True:
             try:
                 return ahead.result(timeout=0.5)
             except TimeoutError:
-                self.trainer.check_stop()
+                stopping.checkpoint()
 
     @torch.no_grad()
     def sync(self, step: int) -> float:
         """Copy the learner's weights (version `step`) into the rollout copy; the seconds it took."""
         began = time.perf_counter()
-        if self.rollout is not self.trainer.policy:
-            self.rollout.model.load_state_dict(self.trainer.policy.model.state_dict())
+        if self.rollout is not self.parts.policy:
+            self.rollout.model.load_state_dict(self.parts.policy.model.state_dict())
             self.backend.sync_weights()
-        self.trainer.sync_samplers()  # the learner's own backend samples with max_staleness 0; else it evaluates
+        self.parts.backends.sync()  # the learner's own backend samples with max_staleness 0; else it evaluates
         self.version = step
         return time.perf_counter() - began

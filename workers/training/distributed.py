@@ -76,7 +76,7 @@ def require_ray():
 # ---------------------------------------------------------------------------------------------- the driver
 def run_on_ray(cfg, reporter, artifacts_dir: Path | None = None, resume=None) -> str:
     """Train `cfg` on a Ray cluster to its final state, reporting through `reporter` as the Trainer would;
-    `resume` (a workers.checkpoint.ResumePoint under the shared artifacts directory): go on from it."""
+    `resume` (a workers.training.checkpoint.ResumePoint under the shared artifacts directory): go on from it."""
     ray = require_ray()
     started_here = connect(ray, cfg)
     group = learner = None
@@ -282,7 +282,7 @@ class Learner:
 
     def run(self, resume=None) -> str:
         from workers.config import RunConfig
-        from workers.trainer import Trainer
+        from workers.training.trainer import Trainer
 
         cfg = RunConfig.model_validate(self.config)
 
@@ -450,7 +450,7 @@ class RolloutWorker:
     """The Ray actor that samples: a copy of the policy on its node's device, and the run's backend over it."""
 
     def __init__(self, policy, backend: str, device: str, threads: int):
-        from workers.trainer import resolve_device
+        from workers.training.trainer import resolve_device
 
         self.device, self.threads = resolve_device(device), threads
         torch.set_num_threads(threads)

@@ -1,0 +1,98 @@
+"""Held-out evaluation: pass@1 (greedy), pass@k (unbiased, from n samples) and maj@k.
+
+    Evaluator(cfg, task, policy, backends)(step)   # {"eval/pass@1": ..., "eval/pass@k": ..., "eval/maj@k": ...}
+    score_eval(task, examples, greedy_texts, sampled_texts, n=16, k=8)
+
+The Evaluator samples the completions through the run's backends; score_eval only judges
+them, so each estimator can be checked on completions whose answers are known.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import numpy as np
+import torch
+
+from workers import metrics as metric
+from workers import progress, repro, stopping
+from workers.rollout import SamplingParams
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The chance that k of n samples, c of them correct, drawn without replacement include a correct one.
+
+    1 - C(n-c, k) / C(n, k), the unbiased estimator of Chen et al. 2021 ("Evaluating Large
+    Language Models Trained on Code", eq. 1), as a product so that large n stays exact in floats.
+    """
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n (n={n}, c={c}, k={k})")
+    if n - c < k:
+        return 1.0
+    return 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+
+
+def majority_correct(task, example, completions: list[str]) -> bool:
+    """Whether the answer most completions commit to is the right one (ties: the first answer seen wins)."""
+    votes = Counter(key for key in (task.answer_key(example, text) for text in completions) if key is not None)
+    return bool(votes) and votes.most_common(1)[0][0] == example.answer
+
+
+def maj_at_k(task, example, completions: list[str], k: int) -> float:
+    """maj@k averaged over the len(completions) // k disjoint blocks of k samples (each an independent draw)."""
+    blocks = [completions[i : i + k] for i in range(0, len(completions) - k + 1, k)]
+    return float(np.mean([majority_correct(task, example, block) for block in blocks]))
+
+
+def score_eval(task, examples, greedy: list[str], sampled: list[str], n: int, k: int) -> dict[str, float]:
+    """Mean pass@1 over the greedy completions (one per example); pass@k and maj@k over n samples per example."""
+    pass1, passk, majk = [], [], []
+    for i, example in enumerate(examples):
+        pass1.append(task.is_correct(example, greedy[i]))
+        group = sampled[i * n : (i + 1) * n]
+        passk.append(pass_at_k(n, sum(task.is_correct(example, text) for text in group), k))
+        majk.append(maj_at_k(task, example, group, k))
+    return {
+        metric.PASS_AT_1: float(np.mean(pass1)),
+        metric.PASS_AT_K: float(np.mean(passk)),
+        metric.MAJ_AT_K: float(np.mean(majk)),
+    }
+
+
+class Evaluator:
+    """The held-out evaluation of the learner's policy, sampled where `backends.evaluator()` says."""
+
+    def __init__(self, cfg, task, policy, backends, device: torch.device):
+        self.cfg, self.task, self.policy, self.backends, self.device = cfg, task, policy, backends, device
+
+    @torch.no_grad()
+    def __call__(self, step: int) -> dict[str, float]:
+        """eval/pass@1 (greedy), eval/pass@k and eval/maj@k (from eval.samples samples) on the held-out split, and
+        the seconds it took (for an ETA that counts the evaluations still due)."""
+        began = time.perf_counter()
+        with repro.deterministic(self.device, self.cfg.resources.threads):
+            scores = self.held_out(step)
+        return {**scores, metric.EVAL_S: time.perf_counter() - began}
+
+    def held_out(self, step: int) -> dict[str, float]:
+        examples = self.task.eval_examples()
+        e, max_new = self.cfg.eval, self.cfg.rollout.max_new_tokens
+        generator = torch.Generator(self.device).manual_seed(self.cfg.seed * 1_000_003 + step)
+        with progress.phase("evaluating", total=len(examples) * (1 + e.n), unit="completions") as evaluating:
+            greedy = self.texts(examples, 1, SamplingParams(max_new, 0.0), generator, evaluating)
+            sampled = self.texts(examples, e.n, SamplingParams(max_new, e.temperature), generator, evaluating)
+        return score_eval(self.task, examples, greedy, sampled, e.n, e.k)
+
+    def texts(self, examples, n: int, params: SamplingParams, generator, evaluating: progress.Phase,
+              rows_per_call: int = 1024) -> list[str]:  # fmt: skip
+        prompts = [self.policy.encode_prompt(e.prompt) for e in examples]
+        per_call, backend = max(1, rows_per_call // n), self.backends.evaluator()
+        texts = []
+        for start in range(0, len(prompts), per_call):
+            stopping.checkpoint()
+            chunk = prompts[start : start + per_call]
+            out = backend.generate(chunk, n, params, generator)
+            texts += self.policy.decode_completions(out)
+            evaluating.advance(len(chunk) * n)
+        return texts

@@ -1,0 +1,136 @@
+"""The learner's forwards: a batch's rows as model inputs, and the log-probability of every completion token.
+
+    forwards = Forwards(device, pad_id=policy.pad_id, temperature=1.0, length_buckets=1)
+    inputs = forwards.inputs(batch, rows, mask)                  # prompts once per group, completions per row
+    logprobs, entropy = forwards.logprobs(model, inputs, chunk)  # (B, T) each
+
+The update, the reference policy, the proximal policy and the sample inspector all score completions
+through this one path, so their numbers agree to the last bit.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+import torch.nn.functional as F
+
+from workers.pipeline.batch import RolloutBatch
+from workers.rollout.hf import left_pad
+from workers.training.packing import length_buckets
+
+
+class ForwardObserver(Protocol):
+    """Sees, without gradient, the log-probabilities of every forward it is passed to (the sample inspector's
+    UpdateEntropies): what it reads costs no forward of its own."""
+
+    def take(self, chunk: torch.Tensor | None, logp_all: torch.Tensor, entropy: torch.Tensor | None) -> None:
+        """One forward over the rows `chunk` (None: all): `logp_all` (B, T, V), `entropy` (B, T) if computed."""
+
+
+def token_entropy(logp_all: torch.Tensor) -> torch.Tensor:
+    """The entropy (nats) of each position's next-token distribution, from its log-probabilities: (..., V) -> (...)."""
+    return -(logp_all.exp() * logp_all).sum(-1)
+
+
+class Forwards:
+    def __init__(self, device: torch.device, pad_id: int, temperature: float, length_buckets: int):
+        self.device, self.pad_id = device, pad_id
+        self.temperature = temperature  # the sampling temperature: log-probabilities are those the sampler drew from
+        self.length_buckets = length_buckets  # schedule.length_buckets: 1 forwards every row at full width
+
+    def inputs(self, batch: RolloutBatch, rows: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The rows' prompts (left-padded, each distinct prompt once) and completions (right-padded), attending to
+        the `mask` (B, T) tokens.
+
+        A group's rows share their prompt, so the prompts are kept once per group (P rows) and `prompt_of` (B,)
+        says which one each row continues: `logprobs` runs the network over each prompt once, not once per row.
+        """
+        device = self.device
+        groups, prompt_of = torch.unique(batch.group_index[rows.cpu()], return_inverse=True)  # (P,), (B,)
+        prompt_ids, prompt_mask = left_pad([batch.prompt_ids[g] for g in groups.tolist()], self.pad_id, device)
+        completion = batch.tokens[rows.to(batch.tokens.device)].to(device)  # (B, T)
+        prompt_of = prompt_of.to(device)
+        attention = torch.cat([prompt_mask[prompt_of], mask.long()], dim=1)  # (B, L+T)
+        return {
+            "prompt_ids": prompt_ids,  # (P, L)
+            "prompt_mask": prompt_mask,  # (P, L)
+            "prompt_of": prompt_of,  # (B,) the row of prompt_ids each row continues
+            "attention_mask": attention,
+            "position_ids": (attention.cumsum(-1) - 1).clamp(min=0),  # (B, L+T)
+            "completion": completion,  # (B, T)
+            "mask": mask,
+        }
+
+    def logprobs(self, model, inputs, chunk=None, with_entropy=False, record: ForwardObserver | None = None):
+        """log pi(o_t) of the completion tokens (B, T), at the sampling temperature; and the entropy (B, T) if asked.
+
+        With schedule.length_buckets > 1, the rows go in buckets of similar length (training/packing.py), each
+        forwarded padded to its own longest attended token; the positions past it are 0 in both results.
+        """
+        if self.length_buckets == 1:
+            return self.bucket_logprobs(model, inputs, chunk, with_entropy, record)
+        rows = chunk if chunk is not None else torch.arange(len(inputs["completion"]))
+        width = inputs["prompt_ids"].shape[1]
+        attended = inputs["attention_mask"][rows.to(inputs["attention_mask"].device), width:]  # (B, T)
+        positions = torch.arange(1, attended.shape[1] + 1, device=attended.device)
+        extents = (attended * positions).amax(1) if attended.shape[1] else attended.sum(1)  # (B,) last attended + 1
+        length = inputs["completion"].shape[1]
+        parts, order = [], []
+        for at, bucket_width in length_buckets(extents, self.length_buckets):
+            logprobs, entropy = self.bucket_logprobs(model, inputs, rows[at.to(rows.device)], with_entropy, record,
+                                                     max(bucket_width, 1))  # fmt: skip
+            pad = (0, length - logprobs.shape[1])
+            parts.append((F.pad(logprobs, pad), F.pad(entropy, pad) if entropy is not None else None))
+            order.append(at)
+        back = torch.argsort(torch.cat(order).to(parts[0][0].device))  # bucket order -> the rows' own order
+        logprobs = torch.cat([p for p, _ in parts])[back]
+        entropy = torch.cat([e for _, e in parts])[back] if with_entropy else None
+        return logprobs, entropy
+
+    def bucket_logprobs(
+        self, model, inputs, chunk=None, with_entropy=False, record: ForwardObserver | None = None, length=None
+    ):
+        """`logprobs` of the rows `chunk` (None: every row), over their first `length` completion positions
+        (None: all of them).
+
+        Two forwards: the chunk's distinct prompts (P rows), then its completions (B rows) attending to their
+        prompt's keys and values, gathered from the first's cache (the gradient flows back through them). Causal
+        attention makes a prompt's states the same in every row that continues it, so this is the one-forward
+        result over (B, L+T) without computing the prompt B/P times; the last completion token predicts
+        nothing the loss reads, so it is not fed. `record` (the update's) takes, without gradient, the entropies
+        of the rows it wants from the same log-probabilities.
+        """
+        pick = (lambda x: x) if chunk is None else (lambda x: x[chunk])
+        width = inputs["prompt_ids"].shape[1]
+        completion = pick(inputs["completion"])[:, :length]
+        length, span = completion.shape[1], width + completion.shape[1]
+        attention, positions = inputs["attention_mask"][:, :span], inputs["position_ids"][:, :span]
+        used, owner = torch.unique(pick(inputs["prompt_of"]), return_inverse=True)  # (P,), (B,)
+        prompt_mask = inputs["prompt_mask"][used]  # (P, L)
+        prefix = model(
+            input_ids=inputs["prompt_ids"][used],
+            attention_mask=prompt_mask,
+            position_ids=(prompt_mask.cumsum(-1) - 1).clamp(min=0),
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        logits = prefix.logits[:, -1][owner, None]  # (B, 1, V): the prompt's last position predicts token 0
+        if length > 1:
+            cache = prefix.past_key_values
+            cache.batch_select_indices(owner)
+            rest = model(
+                input_ids=completion[:, :-1],
+                attention_mask=pick(attention)[:, :-1],
+                position_ids=pick(positions)[:, width:-1],
+                past_key_values=cache,
+                use_cache=True,
+            ).logits  # (B, T-1, V): completion position t predicts token t+1
+            logits = torch.cat([logits, rest], dim=1)  # (B, T, V)
+        logits = logits[:, :length]  # (B, T, V) when T is 0 too: rows with no completion token have nothing to score
+        logp_all = torch.log_softmax(logits.float() / self.temperature, dim=-1)
+        logprobs = logp_all.gather(-1, completion[..., None])[..., 0]  # (B, T)
+        entropy = token_entropy(logp_all) if with_entropy else None  # (B, T)
+        if record is not None:
+            record.take(chunk, logp_all, entropy)
+        return logprobs, entropy
