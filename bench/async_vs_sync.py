@@ -100,9 +100,9 @@ def tokens_per_second(overrides: list[str]) -> tuple[float, dict[str, float]]:
     step of a shorter run."""
     from workers import metrics as metric
     from workers.config import load_config
-    from workers.distributed import run_on_ray
     from workers.reporting import MemoryReporter
-    from workers.trainer import Trainer
+    from workers.training.distributed import run_on_ray
+    from workers.training.trainer import Trainer
 
     cfg = load_config(TESTBED, ["eval.every=0", "schedule.save_final=false", *overrides])
     reporter = MemoryReporter()

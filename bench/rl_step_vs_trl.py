@@ -54,7 +54,7 @@ def main() -> None:
 
     from workers.config import load_config
     from workers.reporting import MemoryReporter
-    from workers.trainer import Trainer
+    from workers.training.trainer import Trainer
 
     threads = torch.get_num_threads()  # torch's default, which a TRL user keeps; ours is told the same
     overrides = [*BATCH, "eval.every=0", "schedule.minibatches=1", f"resources.threads={threads}"]

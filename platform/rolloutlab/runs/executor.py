@@ -29,11 +29,11 @@ from rolloutlab.runs.limits import time_limit_message
 from rolloutlab.runs.models import Run, State
 from rolloutlab.runs.reporter import Heartbeat, Lease, PlatformReporter, Retrying
 from workers import stopping
-from workers.checkpoint import ResumePoint, discard
 from workers.config import RunConfig
-from workers.distributed import run_on_ray
 from workers.stopping import Cancelled
-from workers.trainer import Trainer
+from workers.training.checkpoint import ResumePoint, discard
+from workers.training.distributed import run_on_ray
+from workers.training.trainer import Trainer
 
 log = logging.getLogger(__name__)
 

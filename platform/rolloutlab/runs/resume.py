@@ -4,11 +4,11 @@
     Trainer(cfg, reporter, artifacts_dir=artifacts_dir).run(resume=point)
 
 The first attempt starts from step 0. A later one (its worker was lost, or a user resumed the run) starts after
-the run's latest checkpoint (workers.checkpoint), written by the trainer every schedule.checkpoint_every steps;
+the run's latest checkpoint (workers.training.checkpoint), written by the trainer every schedule.checkpoint_every steps;
 the metric points, samples and group outcomes stored for the steps after it are removed first, in one
 transaction, so the steps reported again replace them and none is stored twice. With no checkpoint (none
 written yet, or a trainer that writes none: the asynchronous one), the new attempt starts over and everything
-the run stored is removed. A run on Ray resumes the same way (workers.distributed.run_on_ray).
+the run stored is removed. A run on Ray resumes the same way (workers.training.distributed.run_on_ray).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from rolloutlab.metrics.models import BUCKET_STEPS, GroupOutcome, MetricBucket, 
 from rolloutlab.metrics.realtime import notify
 from rolloutlab.runs.models import Run, RunAttempt, Sample
 from workers import metrics as metric
-from workers.checkpoint import DIRECTORY, ResumePoint, latest_checkpoint
+from workers.training.checkpoint import DIRECTORY, ResumePoint, latest_checkpoint
 
 EVERYTHING = -1  # forget_after(run_id, EVERYTHING): no step is kept, not even the evaluation before step 1
 
