@@ -2,7 +2,7 @@
 
 A component declares its knobs beside its code, as a subclass of `Knobs` with a
 description on every field; RunConfig gathers them into one discriminated union
-per stage (see workers/config.py), so a component's knobs exist, validate and
+per stage (see workers/config/schema.py), so a component's knobs exist, validate and
 appear in the launch form exactly when the component is chosen.
 """
 

@@ -1,0 +1,229 @@
+"""The method presets: a method is a partial RunConfig, only the knobs its paper changes.
+
+Everything else stays at the schema's defaults, so two methods differ exactly where their papers say they do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+METHODS: dict[str, tuple[str, dict[str, Any]]] = {
+    "grpo": (
+        "Group mean/std-normalised advantage, PPO token clip, per-sequence length normalisation (DeepSeekMath).",
+        {},
+    ),
+    "dr-grpo": (
+        "GRPO without the std scaling and without per-sequence length normalisation, each batch in 8 minibatch "
+        "updates (Understanding R1-Zero).",
+        # Liu et al. 2025, sec. 3.2; the schedule is the authors' released recipe (128 prompts x 8 samples per
+        # rollout batch, optimizer batches of 128, one epoch: 8 updates per batch, beta = 0). Both corrections act
+        # on-policy too; the schedule is theirs so that the card compares like with like.
+        {"advantage": {"scale": "none"}, "objective": {"aggregation": "constant"}, "schedule": {"minibatches": 8}},
+    ),
+    "dapo": (
+        "Clip-higher, dynamic sampling of non-degenerate groups, token-level loss, soft overlong penalty, each "
+        "batch in 16 minibatch updates (DAPO).",
+        # Yu et al. 2025, sec. 4.1 (training details): 512 prompts x 16 samples per rollout step, mini-batches of
+        # 512, "16 gradient updates for each rollout step". The clip (eq. 10) acts only on updates after the
+        # first of a batch, so without the schedule clip-higher cannot act.
+        {
+            "objective": {"clip_low": 0.2, "clip_high": 0.28, "aggregation": "token-mean"},
+            "schedule": {"minibatches": 16},
+            "filter": {"name": "dynamic-sampling", "signal": "correct"},
+            "reward": {"weights": {"correct": 1.0, "overlong": 1.0}},
+        },
+    ),
+    "rloo": (
+        "Leave-one-out baseline: each sample is compared with the mean of the others (Back to Basics, RLOO).",
+        {"advantage": {"name": "leave-one-out", "scale": "none"}, "objective": {"aggregation": "sequence-sum"}},
+    ),
+    "mc-grpo": (
+        "G+1 samples, median baseline scaled by the MAD; the median (pivot) sample is left out of the loss (MC-GRPO).",
+        {
+            "generate": {"name": "pivot"},
+            "advantage": {"name": "group-median", "scale": "mad", "eps": 1e-3, "rescale_nonzero": True},
+        },
+    ),
+    "mopps": (
+        "GRPO on the prompts whose Thompson-sampled pass rate is nearest 0.5, from 8x as many candidates (MoPPS).",
+        {"control": {"name": "mopps"}},
+    ),
+    "april": (
+        "GRPO whose rollouts are over-provisioned 2x; the step stops once its groups are finished and the unfinished "
+        "completions continue in later steps (APRIL).",
+        {"generate": {"name": "april"}},
+    ),
+    "gdro": (
+        "GRPO whose prompts are drawn by adversary weights over online pass-rate classes, and whose rollouts move "
+        "to the hard classes at a fixed mean group size (Prompt- and Rollout-GDRO).",
+        {"control": {"name": "gdro"}},
+    ),
+    "d3s": (
+        "GRPO trained on each group's max-advantage-variance rollouts and their highest |A| x entropy tokens, "
+        "a share that relaxes to everything over 200 steps (D3S).",
+        {"advantage": {"name": "d3s"}},
+    ),
+    "rorecomp": (
+        "GRPO that trains each group's short-correct and long-incorrect completions first and replays the rest "
+        "every second step (RoRecomp).",
+        {"replay": {"name": "rorecomp"}},
+    ),
+    "dots": (
+        "GRPO on the prompts of moderate adaptive difficulty, estimated by attention over last step's measured "
+        "prompts, with 48 fresh and 16 replayed recent groups a step (DOTS + rollout replay).",
+        {
+            "control": {"name": "dots"},
+            "replay": {"name": "rollout-replay", "groups": 16},
+            "rollout": {"prompts_per_step": 48},
+        },
+    ),
+    "duet": (
+        "GRPO whose rollouts per prompt follow a posterior surrogate of its reward spread at a fixed total, and "
+        "whose rollouts still running at 75% of the length limit are aborted, survivors reweighted (DUET).",
+        {"control": {"name": "duet"}},
+    ),
+    "arrol": (
+        "GRPO that starts 2x the rollouts, and after 2 tokens prunes each group to G correctness-balanced "
+        "ones by a success head trained online on the policy's hidden states (arrol).",
+        {"generate": {"name": "arrol"}},
+    ),
+    "latr": (
+        "GRPO whose groups grow as trees: branch where another token is likely, look 2 tokens ahead, prune "
+        "branches that stay alike (LATR).",
+        {"generate": {"name": "latr"}},
+    ),
+    "vade": (
+        "GRPO on the prompts with the largest Thompson-sampled reward variance, from a Beta posterior decayed per step "
+        "and per visit (VADE).",
+        {"control": {"name": "vade"}},
+    ),
+    "siri": (
+        "GRPO with DAPO's clip-higher whose rollout length limit oscillates on a cosine, compress then expand (SIRI).",
+        {"control": {"name": "siri"}, "objective": {"clip_low": 0.2, "clip_high": 0.28}},
+    ),
+    "dars": (
+        "GRPO without the std division whose low-accuracy prompts get one stage of extra rollouts, up to the "
+        "cumulative advantage of a prompt at accuracy 0.5; merged groups all right or all wrong are dropped "
+        "(DARS, equal-treatment schedule).",
+        # Yang et al. 2025 and the authors' code (yangzhch6/DARS, ray_dars_trainer.py): one second stage of
+        # rollouts, the merged groups whose accuracy is 0 or 1 dropped (dynamic sampling, one round), and every
+        # experiment with grpo_use_std=False, which sets both the advantage and the schedule's mass.
+        {
+            "control": {"name": "dars", "mass": "without-std", "stages": 2},
+            "filter": {"name": "dynamic-sampling", "max_rounds": 1},
+            "advantage": {"scale": "none"},
+        },
+    ),
+    "xrpo": (
+        "Rounds of extra rollouts to the prompts whose mean reward is most uncertain, and GRPO's advantage "
+        "amplified for correct but unlikely completions (XRPO, without in-context seeding).",
+        {"control": {"name": "xrpo"}, "advantage": {"name": "xrpo"}},
+    ),
+    "gspo": (
+        "Sequence-level importance ratio, clipped per sequence with a narrow range, each batch in 4 minibatch "
+        "updates (GSPO).",
+        # Zheng et al. 2025, sec. 5.1: "we partition each batch of rollout data into four minibatches for gradient
+        # updates". On-policy every sequence ratio is 1 and GSPO's gradient is GRPO's (tests/engine/test_objective.py).
+        {"objective": {"name": "sequence-clip", "clip_low": 3e-4, "clip_high": 4e-4}, "schedule": {"minibatches": 4}},
+    ),
+    "tis": (
+        "GRPO whose token losses are weighted by pi_old / pi_sampler, the trainer's recomputed log-probabilities "
+        "against the sampler's, truncated at 2 (truncated importance sampling, TIS).",
+        # Yao et al. 2025, "Your Efficient RL Framework Secretly Brings You Off-Policy RL Training", the TIS
+        # correction with C = 2. The weight compares the trainer with the sampler of the same policy, so it acts
+        # on every update whatever the schedule. objective.old_logprobs stays auto: it recomputes pi_old wherever
+        # the sampler's numerics differ (another dtype or engine), the mismatch TIS corrects.
+        {"objective": {"name": "truncated-is", "is_bound": 2.0}},
+    ),
+    "minpro": (
+        "GRPO whose token ratio is replaced by the smallest ratio of the token's prefix, with each batch split "
+        "into 4 minibatch updates so that 3 of them are off-policy (MinPRO).",
+        # Lei et al. 2026, "A Step Back: Prefix Importance Ratio Stabilizes Policy Optimization": MinPRO is for
+        # off-policy updates, where rollouts from an older policy update a newer one (abstract); on-policy every
+        # ratio is 1 and MinPRO is GRPO. Several minibatch updates per batch make it act; 4 is the card's choice.
+        {"objective": {"name": "min-prefix-ratio"}, "schedule": {"minibatches": 4}},
+    ),
+    "vcpo": (
+        "Two passes over each batch; the second's step is scaled by the ESS of the sequence importance weights "
+        "and its advantages get a minimum-variance off-policy baseline (VCPO).",
+        # Huang et al. 2026, "Stable Asynchrony: Variance-Controlled Off-Policy RL for LLMs": (i) the learning rate
+        # scaled by the ESS, (ii) a closed-form minimum-variance baseline (abstract). The paper's off-policyness is
+        # a policy lag; this synchronous trainer gets it by a second pass over the batch, with one minibatch so
+        # that each group's baseline sees all of its samples.
+        {"objective": {"name": "variance-controlled"}, "schedule": {"updates_per_batch": 2, "minibatches": 1}},
+    ),
+    "ppo-ewma": (
+        "GRPO's clip against a proximal policy that is an average of the policy's recent weights, each token "
+        "weighted by the proximal over the sampling policy's probability, the Missing-Old-Logits repair for "
+        "asynchronous and replayed rollouts (PPO-EWMA).",
+        # Guan et al. 2026, "Missing Old Logits in Asynchronous Agentic RL" (abstract: "we adopt a revised
+        # PPO-EWMA method"), on Hilton et al. 2021's PPO-EWMA. It acts whenever the average lags the policy; the
+        # regime it is for is the asynchronous trainer's (schedule.max_staleness), which the card's sweep sets.
+        {"objective": {"name": "ewma-proximal"}},
+    ),
+    "fiberpo": (
+        "GRPO's token clip gated at two levels, on each completion's length-normalised ratio (GSPO's narrow range) "
+        "and on each token's ratio over it (PPO's range), with each batch in 4 minibatch updates (FiberPO).",
+        # "Fibration Policy Optimization" (abstract): ratio gating decomposed into a base-level gate on trajectory
+        # aggregates and a fiber-level gate on per-token residuals, reducing to the plain objective on-policy. The
+        # gates act only off-policy; the abstract fixes no schedule, so 4 minibatch updates is the card's choice.
+        {"objective": {"name": "fiber-gate"}, "schedule": {"minibatches": 4}},
+    ),
+    "gdpo": (
+        "Correctness, format and length rewards each normalised within the group on its own, then weighted, "
+        "summed and normalised over the batch, so distinct reward combinations keep distinct advantages (GDPO).",
+        {"advantage": {"name": "gdpo"}, "reward": {"weights": {"correct": 1.0, "format": 0.5, "length": 0.25}}},
+    ),
+    "fapo": (
+        "GRPO whose correct completions reached by a malformed derivation earn half the reward, so they help "
+        "while most of a group is wrong and are penalised once most is right (FAPO).",
+        # Flawed-Aware Policy Optimization: a parameter-free penalty for flawed-positive rollouts (abstract);
+        # lambda = 1/2 turns a flawed positive's group advantage negative exactly when the fully correct
+        # completions outnumber the wrong ones (workers/tasks/rewards.py: FlawedPositive). The paper's detector
+        # is a generative reward model; here it is the rule-based malformed-derivation detector.
+        {"reward": {"weights": {"correct": 1.0, "flawed-positive": 0.5}, "flaw_detector": "malformed-derivation"}},
+    ),
+    "ace": (
+        "GRPO whose negative advantages grow with the completion's log-likelihood gain over the initial policy, "
+        "1 + softplus(log pi/pi_ref), so overconfident errors are pushed down hardest (ACE).",
+        {"advantage": {"name": "ace"}},
+    ),
+    "grpo-lambda": (
+        "GRPO with a length penalty that counts only in groups at least half correct; groups below are scored "
+        "by correctness alone (GRPO-lambda).",
+        # "Stable Reinforcement Learning for Efficient Reasoning" (abstract): a low correctness ratio in the group
+        # switches to the length-agnostic 0/1 reward, a high one keeps the length penalty. The threshold 0.5 and
+        # the penalty's weight 0.5 are the card's choices; the abstract fixes neither.
+        {
+            "advantage": {"name": "grpo-lambda", "accuracy_threshold": 0.5, "penalty": "length"},
+            "reward": {"weights": {"correct": 1.0, "length": 0.5}},
+        },
+    ),
+    "drpo": (
+        "GRPO's correctness advantage; correct completions share theirs by exp(length reward / 0.2) among the "
+        "correct ones only, so a long correct completion is never pushed down (DRPO).",
+        # "DRPO: Efficient Reasoning via Decoupled Reward Policy Optimization" (abstract): the length signal of
+        # correct rollouts is normalised within the positive group, weighted by the closed-form KL-regularised
+        # optimal positive distribution (importance weights). lambda = 0.2 and the advantage of a group with no
+        # wrong completion (1.0) are the card's choices.
+        {
+            "advantage": {"name": "drpo", "kl_lambda": 0.2, "preference": "length", "solved_advantage": 1.0},
+            "reward": {"weights": {"correct": 1.0, "length": 1.0}},
+        },
+    ),
+    "outcome-explore": (
+        "GRPO on rewards plus a UCB bonus for answers the prompt has rarely produced over training and a penalty "
+        "for answers repeated within the group, so exploration is counted over final answers (outcome-based "
+        "exploration).",
+        # "Outcome-based Exploration for LLM Reasoning" (2025), abstract: historical exploration "encourages rarely
+        # observed answers via UCB-style bonuses", batch exploration "penalizes within-batch repetition". The
+        # abstract gives no coefficients; 0.25 each is this project's choice (docs/methods/outcome-explore.md).
+        # No std division: measured, with it the bonuses become full-size advantages in all-wrong groups and
+        # the policy learns to invent new wrong answers (pass@1 0.09 against 0.52 without, 3 seeds).
+        {"advantage": {"name": "outcome-explore", "history_bonus": 0.25, "batch_penalty": 0.25, "scale": "none"}},
+    ),
+}
+
+
+def method_names() -> list[str]:
+    return sorted(METHODS)

@@ -1,0 +1,511 @@
+"""The schema of a run config: its sections, the six stages' component unions and RunConfig itself.
+
+Every field's `description` is also the help text of the launch form.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import Field, create_model, field_validator, model_validator
+
+from workers.knobs import Section
+
+
+class ModelConfig(Section):
+    name: str = Field(
+        "tiny",
+        max_length=4096,
+        description="'tiny' for the built-in model, or the path of a local directory holding a "
+        "Hugging Face causal LM and its tokenizer (as written by save_pretrained). "
+        "Nothing is downloaded. Dropout is turned off in every policy: the sampler and the trainer "
+        "must score a completion with the same network, or on-policy ratios are not 1.",
+    )
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32", description="Parameter dtype of the policy. float32 is required for bit-identical CPU runs."
+    )
+    hidden_size: int = Field(128, ge=16, le=2048, description="tiny only: width of the network.")
+    layers: int = Field(4, ge=1, le=48, description="tiny only: number of transformer blocks.")
+    heads: int = Field(4, ge=1, le=64, description="tiny only: attention heads (must divide hidden_size).")
+    init_seed: int = Field(
+        0,
+        ge=0,
+        le=2**31 - 1,
+        description="tiny only: seed of the initial weights and of the warm-start phase. Kept apart "
+        "from the run seed so that runs with different seeds start from the same model.",
+    )
+    warmup_steps: int = Field(
+        250,
+        ge=0,
+        le=1_000_000,
+        description="tiny only: supervised warm-start steps on the task's easier slice (0 = random init).",
+    )
+    warmup_lr: float = Field(3e-3, gt=0, le=1.0, description="tiny only: learning rate of the warm-start phase.")
+    warmup_batch_size: int = Field(64, ge=1, le=4096, description="tiny only: examples per warm-start step.")
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> ModelConfig:
+        if self.hidden_size % self.heads:
+            raise ValueError(f"heads ({self.heads}) must divide hidden_size ({self.hidden_size})")
+        return self
+
+
+class TaskConfig(Section):
+    name: Literal["arith", "chain", "countdown", "jsonl", "parquet"] = Field(
+        "arith",
+        description="arith: integer expressions, answered with the result; chain: the same expressions, "
+        "worked one operation at a time (3+4-2=7-2=5), so completions grow with the expression; "
+        "countdown: reach a target from given numbers; "
+        "jsonl/parquet: question/answer files with GSM8K '#### 42' or \\boxed{42} answers.",
+    )
+    digits: int = Field(1, ge=1, le=6, description="arith/chain/countdown: the most digits an operand may have.")
+    operands: int = Field(
+        3, ge=2, le=8, description="arith/chain: the most operands per expression; countdown: numbers given."
+    )
+    min_operands: int | None = Field(
+        None,
+        ge=2,
+        le=8,
+        description="arith/chain: the fewest operands per expression; unset, every expression has "
+        "task.operands. With it set, lengths vary from problem to problem (see length_tail).",
+    )
+    length_tail: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="arith/chain with min_operands: P(k operands) is proportional to length_tail^(k - min_operands); "
+        "1 draws every count equally often, 0.5 halves the share at each extra operand: a long tail of long "
+        "problems (and, for chain, of long completions).",
+    )
+    shortcut_share: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="chain: share of the warm-start derivations that skip steps (each intermediate step left out "
+        "with probability 1/2), so the warm-started model writes full and shortened derivations of one problem: "
+        "lengths vary within a group, and a length-aware method has something to choose from.",
+    )
+    operators: str = Field(
+        "+-", max_length=8, description="arith/chain/countdown: the operators that may appear, from '+-*'."
+    )
+    warmup_digits: int = Field(
+        1,
+        ge=1,
+        le=6,
+        description="arith/chain/countdown: the easier slice the tiny model is warm-started on draws operands "
+        "of at most this many digits; a share of full-difficulty problems is mixed in.",
+    )
+    warmup_operands: int = Field(
+        2, ge=2, le=8, description="arith/chain/countdown: operands (numbers) per problem in the easier slice."
+    )
+    warmup_full_share: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="arith/chain/countdown: share of full-difficulty problems in the warm-start data.",
+    )
+    path: str | None = Field(None, max_length=4096, description="jsonl/parquet: the training file.")
+    eval_path: str | None = Field(
+        None,
+        max_length=4096,
+        description="jsonl/parquet: a held-out file; without one, eval.size examples of `path` are held out.",
+    )
+    question_field: str = Field(
+        "question", max_length=256, description="jsonl/parquet: the field holding the question."
+    )
+    answer_field: str = Field("answer", max_length=256, description="jsonl/parquet: the field holding the answer.")
+
+    @field_validator("operators")
+    def _known_operators(cls, ops: str) -> str:
+        if not ops or set(ops) - set("+-*"):
+            raise ValueError(f"'{ops}' must be a non-empty subset of '+-*'")
+        return "".join(sorted(set(ops), key="+-*".index))
+
+    @model_validator(mode="after")
+    def _file_tasks_need_a_path(self) -> TaskConfig:
+        if self.name in ("jsonl", "parquet") and not self.path:
+            raise ValueError(f"task '{self.name}' needs task.path, the dataset file")
+        return self
+
+    @model_validator(mode="after")
+    def _shortcuts_are_chains(self) -> TaskConfig:
+        if self.shortcut_share and self.name != "chain":
+            raise ValueError(f"task.shortcut_share: task '{self.name}' has no derivation to shorten; only chain has")
+        return self
+
+    @model_validator(mode="after")
+    def _operand_range(self) -> TaskConfig:
+        if self.min_operands is None:
+            return self
+        if self.name not in ("arith", "chain"):
+            raise ValueError(f"task.min_operands: task '{self.name}' has a fixed size; only arith and chain vary it")
+        if self.min_operands > self.operands:
+            raise ValueError(f"task.min_operands ({self.min_operands}) is above task.operands ({self.operands})")
+        return self
+
+
+class RewardConfig(Section):
+    weights: dict[Annotated[str, Field(max_length=64)], Annotated[float, Field(ge=-1e6, le=1e6)]] = Field(
+        default_factory=lambda: {"correct": 1.0},
+        max_length=16,
+        description="Reward functions and their weights; the reward is the weighted sum, and each "
+        "function is logged as reward/<name>/mean. Names: correct, format, length, overlong, flawed-positive.",
+    )
+    flaw_detector: str = Field(
+        "malformed-derivation",
+        max_length=64,
+        description="flawed-positive: the detector that says whether a correct completion's derivation is "
+        "flawed (workers/tasks/flaws.py); malformed-derivation flags steps that change nothing (leading zeros, "
+        "double negation, parentheses around one number or another pair).",
+    )
+    overlong_buffer: int = Field(
+        4,
+        ge=1,
+        le=1_000_000,
+        description="overlong: completions within this many tokens of max_new_tokens are penalised "
+        "linearly, down to -1 at the limit (DAPO's soft overlong punishment).",
+    )
+
+    @field_validator("weights")
+    def _known_rewards(cls, weights: dict[str, float]) -> dict[str, float]:
+        from workers.tasks.rewards import REWARDS
+
+        if not weights:
+            raise ValueError("at least one reward function is needed")
+        for name in weights:
+            if name not in REWARDS:
+                raise ValueError(f"unknown reward function '{name}'; valid: {', '.join(REWARDS.names())}")
+        return weights
+
+    @field_validator("flaw_detector")
+    def _known_detector(cls, name: str) -> str:
+        from workers.tasks.flaws import FLAW_DETECTORS
+
+        if name not in FLAW_DETECTORS:
+            raise ValueError(f"unknown flaw detector '{name}'; valid: {', '.join(FLAW_DETECTORS.names())}")
+        return name
+
+
+class RolloutConfig(Section):
+    backend: Literal["hf", "vllm"] = Field(
+        "hf",
+        description="hf: batched sampling with a KV cache on torch, CPU or CUDA. vllm: an offline vLLM engine on "
+        "the learner's CUDA GPU, asleep during each update (needs pip install -e '.[gpu]'; cannot stop rows early).",
+    )
+    group_size: int = Field(
+        8, ge=2, le=4096, description="G: completions sampled per prompt (at least 2 for a group baseline)."
+    )
+    # the defaults (64 prompts x 8, two minibatches, 200 steps) are a first run that learns: with the tiny model on
+    # arith, held-out pass@1 0.29 -> 0.56-0.60 in about a minute on 2 CPU cores (tests/engine/test_learning.py)
+    prompts_per_step: int = Field(64, ge=1, le=65_536, description="Prompts whose groups make one training batch.")
+    max_new_tokens: int = Field(8, ge=1, le=4096, description="Longest completion, in tokens.")
+    temperature: float = Field(1.0, gt=0, le=10.0, description="Sampling temperature of training rollouts.")
+    top_p: float = Field(
+        1.0, gt=0, le=1, description="Nucleus sampling: keep the smallest set of tokens with this mass."
+    )
+    top_k: int = Field(0, ge=0, le=10_000_000, description="Keep only the k likeliest tokens (0 = all).")
+
+
+# --------------------------------------------------------------------------- pipeline stages
+# Each stage's section is a union of the knob models its components declare (workers/pipeline/<stage>/knobs.py),
+# told apart by `name`: a component's knobs exist exactly when it is chosen. Only the declarations are read
+# here, never the components' code, so validating a config imports no torch (the web side does it).
+
+STAGE_DEFAULTS = {
+    "generate": "iid",
+    "filter": "none",
+    "control": "fixed",
+    "replay": "none",
+    "advantage": "group-mean",
+    "objective": "token-clip",
+}
+
+
+def _component_knobs(stage: str, registry, name: str) -> type[Section]:
+    """The component's own knob model with `name` fixed to it: one member of the stage's union."""
+    title = "".join(part.title() for part in f"{stage} {name}".replace("-", " ").split())
+    return create_model(
+        title,
+        __base__=registry.declaration(name).knobs,
+        name=(Literal[name], Field(name, description=f"{registry.kind}: {registry.summary(name)}")),
+    )
+
+
+def _stage_members(stage: str) -> dict[str, type[Section]]:
+    from workers.pipeline import STAGES
+
+    registry = STAGES[stage]
+    return {name: _component_knobs(stage, registry, name) for name in registry.names()}
+
+
+STAGE_KNOBS = {stage: _stage_members(stage) for stage in STAGE_DEFAULTS}  # stage -> component name -> knob model
+
+
+def _stage_union(stage: str):
+    """The section's type: one of the stage's knob models, chosen by `name`."""
+    return Annotated[Union[tuple(STAGE_KNOBS[stage].values())], Field(discriminator="name")]  # noqa: UP007
+
+
+GenerateConfig = _stage_union("generate")
+FilterConfig = _stage_union("filter")
+ControlConfig = _stage_union("control")
+ReplayConfig = _stage_union("replay")
+AdvantageConfig = _stage_union("advantage")
+ObjectiveConfig = _stage_union("objective")
+
+
+def _default(stage: str):
+    return lambda: STAGE_KNOBS[stage][STAGE_DEFAULTS[stage]]()
+
+
+class OptimizerConfig(Section):
+    lr: float = Field(2e-4, gt=0, le=1.0, description="AdamW learning rate.")
+    weight_decay: float = Field(0.0, ge=0, le=10.0, description="AdamW weight decay.")
+    beta1: float = Field(0.9, ge=0, lt=1, description="AdamW beta1.")
+    beta2: float = Field(0.99, ge=0, lt=1, description="AdamW beta2.")
+    grad_clip: float = Field(
+        1.0, ge=0, le=1e6, description="Clip the gradient's global norm to this (0 = no clipping)."
+    )
+    warmup_steps: int = Field(
+        0,
+        ge=0,
+        le=1_000_000_000,
+        description="Linear learning-rate warm-up, in optimizer steps.",
+        json_schema_extra={"acts_when": "within-updates"},
+    )
+    schedule: Literal["constant", "cosine"] = Field("constant", description="Learning rate after the warm-up.")
+
+
+class ScheduleConfig(Section):
+    steps: int = Field(200, ge=1, le=2**31 - 1, description="RL steps (one batch of rollouts each).")
+    time_limit_s: float | None = Field(
+        None, gt=0, le=1e9, description="Stop after this many seconds of training, if set."
+    )
+    updates_per_batch: int = Field(
+        1, ge=1, le=64, description="Passes over each batch (mu in GRPO; >1 makes the update off-policy)."
+    )
+    minibatches: int = Field(
+        2, ge=1, le=4096, description="Optimizer steps per pass: the batch is split into this many."
+    )
+    samples_per_step: int = Field(
+        16, ge=0, le=1024, description="Rollout samples recorded per step for the sample inspector."
+    )
+    length_buckets: int = Field(
+        1,
+        ge=1,
+        le=16,
+        description="Each training forward splits its rows into at most this many buckets of similar completion "
+        "length, each padded only to its own longest: the same log-probabilities and loss, fewer padding positions "
+        "computed when lengths have a long tail (up to the rounding of other batch shapes). 1: one forward.",
+    )
+    save_every: int = Field(0, ge=0, le=2**31 - 1, description="Save a checkpoint every N steps (0 = only at the end).")
+    save_final: bool = Field(True, description="Save a checkpoint when training ends.")
+    checkpoint_every: int | None = Field(
+        None,
+        ge=0,
+        le=2**31 - 1,
+        description="Write a resume checkpoint (weights, optimizer, random streams, data position, every "
+        "component's state) every N steps: a run whose worker is lost goes on from the last one, with the same "
+        "results. Unset: by model size, every 10 steps below 100M parameters, 25 below 1B, 50 above. 0: never. "
+        "Asynchronous runs (max_staleness) write none and start again from step 0.",
+    )
+    max_staleness: int | None = Field(
+        None,
+        ge=0,
+        le=8,
+        description="Asynchronous rollouts. Unset: the synchronous trainer, each step sampled by the policy it "
+        "then trains. A number k: a copy of the policy generates in a background thread, up to k steps ahead of "
+        "the learner, and gets the learner's weights after each step; every sample carries the version of the "
+        "policy that produced it (RL steps trained), and a group holding a sample more than k versions older "
+        "than the learner is dropped before the advantage stage (only replayed samples can be: with a replay "
+        "component, 0 drops every replayed group). Reports pipeline/async/staleness_mean, staleness_max and "
+        "dropped_samples. 0 is the synchronous trainer run through the pipeline: the same metric stream. The "
+        "off-policy correction is the objective's: objective.old_logprobs sampler gives PPO's clipped ratio "
+        "against the policy that sampled; recompute makes pi_old the learner's, and the truncated-is objective "
+        "weighs each token by pi_old / pi_sampler truncated at objective.is_bound.",
+    )
+
+
+class EvalConfig(Section):
+    """pass@1 is greedy (one deterministic completion per prompt); pass@k is the unbiased estimator of
+    Chen et al. 2021 (eq. 1) from eval.samples samples per prompt; maj@k votes over disjoint blocks of k."""
+
+    every: int = Field(
+        20,
+        ge=0,
+        le=10_000_000,
+        description="Evaluate every N steps, and before the first and after the last (0 = never).",
+    )
+    size: int = Field(200, ge=1, le=1_000_000, description="Held-out prompts evaluated.")
+    k: int = Field(8, ge=1, le=1024, description="The k of eval/pass@k and eval/maj@k.")
+    samples: int = Field(
+        0,
+        ge=0,
+        le=1024,
+        description="n: samples drawn per prompt to estimate pass@k without bias, 1 - C(n-c, k) / C(n, k) "
+        "with c of them correct (Chen et al. 2021), and maj@k as the mean vote over n // k disjoint blocks "
+        "of k; 0 = k. More samples, tighter estimates.",
+    )
+    temperature: float = Field(
+        1.0, gt=0, le=10.0, description="Sampling temperature of the n samples (pass@1 is greedy)."
+    )
+
+    @model_validator(mode="after")
+    def _enough_samples_for_k(self) -> EvalConfig:
+        if self.samples and self.samples < self.k:
+            raise ValueError(f"eval.samples: {self.samples} samples cannot estimate pass@{self.k}; at least k")
+        return self
+
+    @property
+    def n(self) -> int:
+        """Samples per prompt: eval.samples, or k when it is 0."""
+        return self.samples or self.k
+
+
+class ResourcesConfig(Section):
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: CUDA when a GPU is visible, else CPU.")
+    threads: int = Field(
+        2, ge=1, le=1024, description="CPU threads torch may use (fixed, so CPU runs are bit-identical)."
+    )
+    gpus: int = Field(0, ge=0, le=1024, description="GPUs the run needs; >0 routes it to the gpu queue.")
+    nodes: int = Field(1, ge=1, le=1024, description="Machines the run spans; with executor ray, more than 1 spreads "
+                       "the rollout actors over them.")  # fmt: skip
+    executor: Literal["local", "ray"] = Field(
+        "local",
+        validate_default=True,  # checked against nodes when it is left out too
+        description="local: one process trains and samples. ray: a learner and resources.rollout_actors rollout "
+        "actors placed on a Ray cluster (RAY_ADDRESS, or a local one), weights sent to them after every update.",
+    )
+    rollout_actors: int = Field(
+        2, ge=1, le=1024, description="With executor ray: actors that sample, each a copy of the policy; a step's "
+        "prompts are split between them.",
+    )  # fmt: skip
+    actor_cpus: float = Field(
+        1.0, gt=0, le=1024, description="With executor ray: CPUs each rollout actor reserves (the learner reserves "
+        "resources.threads).",
+    )  # fmt: skip
+    actor_gpus: float = Field(
+        0.0, ge=0, le=64, description="With executor ray: GPUs each rollout actor reserves (a fraction shares one).",
+    )  # fmt: skip
+    learner_gpus: float = Field(
+        1.0, gt=0, le=1, description="With executor ray and resources.gpus > 0: the share of a GPU the learner "
+        "reserves; below 1 the rollout actors may share its GPU (e.g. 0.5, with two actors of 0.25 each).",
+    )  # fmt: skip
+    wall_time_s: int | None = Field(
+        None, ge=1, le=10 * 365 * 24 * 3600,
+        description="Longest the run may take on a worker, in seconds, warm-start included; past it the run is "
+        "stopped and fails. Unset: the deployment's ceiling (24 h unless its LIMIT_WALL_TIME_S says otherwise).",
+    )  # fmt: skip
+
+    @field_validator("executor")
+    @classmethod
+    def _several_machines_need_ray(cls, executor: str, info) -> str:
+        nodes = info.data.get("nodes", 1)  # validated first: it is declared before
+        if nodes > 1 and executor != "ray":
+            raise ValueError(
+                f"'{executor}' runs on one machine, and nodes is {nodes}: use ray, which places work on them"
+            )
+        return executor
+
+
+# Fields that bound how a run is executed without changing what it computes: left out of the config
+# hash, so that the hash of a config is the same whatever limit it ran under (and the pinned hashes hold).
+NOT_HASHED = {
+    "resources": {"wall_time_s", "actor_cpus", "actor_gpus", "learner_gpus", "nodes"},
+    "schedule": {"checkpoint_every"},  # when a run saves its state, never what it computes
+}
+
+
+class RunConfig(Section):
+    method: str | None = Field(
+        None, max_length=64, description="The method preset this config started from (see `methods`)."
+    )
+    seed: int = Field(
+        0, ge=0, le=2**31 - 1, description="Seeds Python, NumPy and torch, the data order and the sampling."
+    )
+    model: ModelConfig = Field(
+        default_factory=ModelConfig, description="The policy network: the built-in tiny model or a local directory."
+    )
+    task: TaskConfig = Field(
+        default_factory=TaskConfig, description="Where prompts come from and how completions are verified."
+    )
+    reward: RewardConfig = Field(default_factory=RewardConfig, description="The reward functions and their weights.")
+    rollout: RolloutConfig = Field(
+        default_factory=RolloutConfig, description="How one completion is sampled, and how many per step."
+    )
+    generate: GenerateConfig = Field(
+        default_factory=_default("generate"), description="Pipeline stage 1: how candidates are produced."
+    )
+    filter: FilterConfig = Field(
+        default_factory=_default("filter"), description="Pipeline stage 2: which groups count."
+    )
+    control: ControlConfig = Field(
+        default_factory=_default("control"), description="Pipeline stage 3: where the rollout budget goes."
+    )
+    replay: ReplayConfig = Field(
+        default_factory=_default("replay"), description="Pipeline stage 4: what is kept and reused."
+    )
+    advantage: AdvantageConfig = Field(
+        default_factory=_default("advantage"), description="The baseline and scale of each sample's advantage."
+    )
+    objective: ObjectiveConfig = Field(
+        default_factory=_default("objective"), description="The policy loss, KL penalty and entropy bonus."
+    )
+    optimizer: OptimizerConfig = Field(
+        default_factory=OptimizerConfig, description="AdamW and its learning-rate schedule."
+    )
+    schedule: ScheduleConfig = Field(
+        default_factory=ScheduleConfig, description="How long to train and how each batch is used."
+    )
+    eval: EvalConfig = Field(
+        default_factory=EvalConfig, description="Held-out evaluation: pass@1 (greedy), pass@k, maj@k."
+    )
+    resources: ResourcesConfig = Field(default_factory=ResourcesConfig, description="Where the run executes.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stages_name_their_component(cls, raw: Any) -> Any:
+        """A stage section given without `name` (`objective: {clip_high: 0.3}`) keeps the default component."""
+        if isinstance(raw, dict):
+            for stage, default in STAGE_DEFAULTS.items():
+                section = raw.get(stage)
+                if isinstance(section, dict) and "name" not in section:
+                    raw = {**raw, stage: {"name": default, **section}}
+        return raw
+
+    @model_validator(mode="after")
+    def _components_fit_the_run(self) -> RunConfig:
+        """A component whose knobs depend on other sections declares a check of them (`check(cfg)`)."""
+        from workers.pipeline import STAGES
+
+        for stage, registry in STAGES.items():
+            check = registry.declaration(getattr(self, stage).name).check
+            if check is not None:
+                check(self)
+        return self
+
+    @model_validator(mode="after")
+    def _eval_leaves_training_problems(self) -> RunConfig:
+        from workers.tasks import problem_space
+
+        space = problem_space(self.task)
+        if space is not None and self.eval.size > space // 2:
+            raise ValueError(
+                f"eval.size: {self.eval.size} held-out problems would leave too few of the task's "
+                f"{space} for training; at most {space // 2}"
+            )
+        return self
+
+    def canonical_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json", exclude=NOT_HASHED), sort_keys=True, separators=(",", ":"))
+
+    def config_hash(self) -> str:
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+
+    def queue(self) -> str:
+        """The Celery queue whose workers have what this run needs."""
+        if self.resources.executor == "ray":
+            return "ray"  # its worker submits the run to a Ray cluster, which has the GPUs
+        return "gpu" if self.resources.gpus > 0 else "cpu"
