@@ -92,11 +92,12 @@ def get_run_for_user(user, run_id: int, action: Action = Action.VIEW, queryset: 
 
 
 def get_runs_for_user(user, run_ids: list[int]) -> list[Run]:
-    """Several runs at once (a comparison): 404 naming the first id the user cannot see."""
+    """Several runs at once (a comparison, a bulk action), in the order given: 404 naming every id the user cannot
+    see (another team's, or none)."""
     found = {run.id: run for run in visible_runs(user).filter(id__in=run_ids).select_related("project")}
     missing = [i for i in run_ids if i not in found]
     if missing:
-        raise Http404(f"no run #{missing[0]}")
+        raise Http404(f"no run {', '.join(f'#{i}' for i in missing)}")
     return [found[i] for i in run_ids]
 
 

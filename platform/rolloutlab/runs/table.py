@@ -16,7 +16,7 @@ from django.urls import reverse
 from pydantic import Field, model_validator
 
 from rolloutlab.accounts import activity
-from rolloutlab.accounts.access import Action, may, visible_projects, visible_runs
+from rolloutlab.accounts.access import Action, get_runs_for_user, may, visible_projects
 from rolloutlab.compare.permalink import MAX_RUNS as MAX_COMPARED
 from rolloutlab.inputs import Id, Strict, TagName, UserInputError, text
 from rolloutlab.runs import services
@@ -99,12 +99,12 @@ def missing_parts(order: BulkIn, ids: list[int]) -> dict[str, str]:
 
 
 def runs_seen_by(user, ids: list[int]) -> list[Run]:
-    """The runs, in the order given; a 404 naming every id the user cannot see (another team's, or none)."""
-    found = {run.id: run for run in visible_runs(user).filter(id__in=ids).select_related("project")}
-    missing = [run_id for run_id in ids if run_id not in found]
-    if missing:
-        raise Http404(f"no run {', '.join(f'#{i}' for i in missing)} among the runs you may see: nothing was changed")
-    return [found[run_id] for run_id in ids]
+    """The runs, in the order given, through the one door to a user's runs (accounts/access.py); its 404 says that
+    the bulk action changed nothing."""
+    try:
+        return get_runs_for_user(user, ids)
+    except Http404 as missing:
+        raise Http404(f"{missing} among the runs you may see: nothing was changed") from None
 
 
 def runs_changed_by(user, ids: list[int]) -> list[Run]:
