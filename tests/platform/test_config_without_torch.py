@@ -93,10 +93,10 @@ def test_a_knob_of_another_component_is_refused_with_the_chosen_ones_knobs(web_p
 def test_the_declared_cross_field_checks_run(web_process):
     siri = web_process["errors"]["siri's limits"]
     assert siri["fields"] == {"control.short": "8 must be below the expanded limit (8)"}
-    assert web_process["errors"]["duet's group bounds"]["message"] == (
-        "control: rollout.group_size 8 must lie within control.min_group 10 and control.max_group 16, "
+    assert web_process["errors"]["duet's group bounds"]["fields"] == {
+        "control.min_group": "rollout.group_size 8 must lie within control.min_group 10 and control.max_group 16, "
         "the mean DUET keeps"
-    )
+    }
 
 
 def test_the_task_and_reward_checks_run(web_process):

@@ -10,7 +10,6 @@ from typing import Literal
 
 from pydantic import Field
 
-from workers.errors import ConfigError
 from workers.knobs import Knobs
 from workers.registry import Registry
 
@@ -18,11 +17,14 @@ CONTROLLERS: Registry[type] = Registry("control component")
 
 
 def check_mean_within_bounds(cfg, keeper: str) -> None:
-    """rollout.group_size, the mean a fixed-total allocation keeps, must lie within control.min_group/max_group."""
+    """rollout.group_size, the mean a fixed-total allocation keeps, must lie within control.min_group/max_group.
+
+    A ValueError that names the bound crossed, so that the config's errors file it under that field."""
     c, size = cfg.control, cfg.rollout.group_size
     if not c.min_group <= size <= c.max_group:
-        raise ConfigError(
-            f"control: rollout.group_size {size} must lie within control.min_group {c.min_group} "
+        bound = "control.min_group" if size < c.min_group else "control.max_group"
+        raise ValueError(
+            f"{bound}: rollout.group_size {size} must lie within control.min_group {c.min_group} "
             f"and control.max_group {c.max_group}, the mean {keeper} keeps"
         )
 

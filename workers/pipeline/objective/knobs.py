@@ -6,7 +6,6 @@ from typing import Literal
 
 from pydantic import Field
 
-from workers.errors import ConfigError
 from workers.knobs import Knobs
 from workers.registry import Registry
 
@@ -119,7 +118,7 @@ def check_recomputed_old_logprobs(cfg) -> None:
     auto is fine: it keeps the sampler's numbers only where the two agree to rounding (a float32 `hf` policy).
     """
     if cfg.objective.old_logprobs == "sampler":
-        raise ConfigError(
+        raise ValueError(
             "objective.old_logprobs: truncated-is weighs the trainer's recomputed pi_old against the sampler's; "
             "with the sampler's log-probabilities as pi_old every weight is 1: use auto or recompute"
         )
