@@ -1,7 +1,7 @@
 """The asynchronous trainer: rollouts generated up to schedule.max_staleness policy versions ahead of the learner.
 
     cfg = resolve({"method": "grpo", "schedule": {"max_staleness": 2}})
-    Trainer(cfg, reporter).run()   # training/loop.py's make_loop picks Pipeline
+    Trainer(cfg, reporter).run()   # training/trainer.py's make_loop picks Pipeline
 
 A policy's version is the number of RL steps it has been trained for: the learner is at version
 t - 1 while it trains step t, and t after. A copy of the policy (its own weights and tokenizer,

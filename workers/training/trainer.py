@@ -12,7 +12,7 @@ report. The package's files, one part each:
     learner.py       the learning half: replay, advantage, the update and its optimizer
     forwards.py      the model inputs and per-token log-probabilities every forward goes through
     inspector.py     the samples the run page shows, an observer of the learner's forwards
-    loop.py          the synchronous loop and the factory that picks it or asynchronous.py's
+    loop.py          the synchronous loop (make_loop, below, picks it or asynchronous.py's)
     report.py        a step's metrics, timings, samples and groups
     backends.py      where the run samples and evaluates; evaluation.py: the held-out evaluation
     state.py         what the steps share and a resume checkpoint saves; checkpoint.py: its files
