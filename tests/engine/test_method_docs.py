@@ -1,4 +1,5 @@
-"""docs/methods/README.md's "How each method was checked": a row for every component, each citing its card's line.
+"""docs/methods/README.md: the table of presets is the one workers/config/presets.py writes; "How each method was
+checked" has a row for every component, each citing its card's line.
 
 A row says whether the component is its paper's form or a documented choice, and quotes the line of the card
 (or of the README) that says so, as `card.md:LINE` and the quoted words. The quote must stand on that line: a card
@@ -10,6 +11,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from workers.config.presets import METHODS as PRESETS
+from workers.config.presets import methods_table, write_methods_table
 from workers.pipeline import STAGES
 
 METHODS = Path(__file__).resolve().parents[2] / "docs" / "methods"
@@ -35,3 +38,16 @@ def test_every_row_quotes_the_line_it_cites():
         lines = (METHODS / m["card"]).read_text().splitlines()
         line = int(m["line"])
         assert 1 <= line <= len(lines) and m["quote"] in lines[line - 1], (m["component"], m["card"], line)
+
+
+def test_the_readme_holds_the_table_of_presets_that_the_presets_write():
+    """A preset added to presets.py shows in the README when `methods --write-table` is run, and only then."""
+    assert methods_table() in (METHODS / "README.md").read_text(), "run: python -m workers methods --write-table ..."
+    assert all(f"| `{name}` | [{name}.md]({name}.md) |" in methods_table() for name in PRESETS)
+
+
+def test_writing_the_table_replaces_the_old_one_and_leaves_the_rest(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("# Cards\n\n| method | card | changes |\n| --- | --- | --- |\n| `old` | x | y |\n\n## Next\n")
+    write_methods_table(readme)
+    assert readme.read_text() == "# Cards\n\n" + methods_table() + "\n## Next\n"

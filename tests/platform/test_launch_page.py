@@ -106,8 +106,8 @@ def test_switching_a_stage_component_sends_only_that_components_knobs(alice_clie
 
 def test_the_launch_page_lists_every_method_with_its_summary_and_card(alice_client):
     page = alice_client.get("/runs/launch/?method=mopps").content.decode()
-    for name, (summary, _) in METHODS.items():
-        assert f'<a href="/runs/methods/{name}/">{name}</a>: {escape(summary)}' in page
+    for name, preset in METHODS.items():
+        assert f'<a href="/runs/methods/{name}/">{name}</a>: {escape(preset.summary)}' in page
     assert 'id="method-card-link"' in page
 
 

@@ -12,7 +12,7 @@ from workers.config.schema import STAGE_KNOBS, RunConfig
 def json_schema() -> dict[str, Any]:
     """RunConfig's JSON Schema, with the method presets listed for the launch form."""
     schema = RunConfig.model_json_schema()
-    schema["x-methods"] = {name: {"description": d, "preset": p} for name, (d, p) in METHODS.items()}
+    schema["x-methods"] = {name: {"description": p.summary, "preset": p.overrides} for name, p in METHODS.items()}
     schema["x-components"] = {
         stage: {name: {"knobs": sorted(set(model.model_fields) - {"name"})} for name, model in members.items()}
         for stage, members in STAGE_KNOBS.items()

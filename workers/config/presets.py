@@ -1,26 +1,39 @@
 """The method presets: a method is a partial RunConfig, only the knobs its paper changes.
 
 Everything else stays at the schema's defaults, so two methods differ exactly where their papers say they do.
+Each preset also carries the words of its row in docs/methods/README.md's table, which `methods_table()`
+writes in place (`python -m workers methods --write-table docs/methods/README.md`; tests/engine/test_method_docs.py
+checks that the README holds it).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
-METHODS: dict[str, tuple[str, dict[str, Any]]] = {
-    "grpo": (
+
+class Preset(NamedTuple):
+    summary: str  # one sentence naming the paper: the launch form's and `methods`' description
+    overrides: dict[str, Any]  # the partial RunConfig laid over the defaults
+    changes: str  # the methods table's "changes" column: what the preset sets, in a few words
+
+
+METHODS: dict[str, Preset] = {
+    "grpo": Preset(
         "Group mean/std-normalised advantage, PPO token clip, per-sequence length normalisation (DeepSeekMath).",
         {},
+        "the reference",
     ),
-    "dr-grpo": (
+    "dr-grpo": Preset(
         "GRPO without the std scaling and without per-sequence length normalisation, each batch in 8 minibatch "
         "updates (Understanding R1-Zero).",
         # Liu et al. 2025, sec. 3.2; the schedule is the authors' released recipe (128 prompts x 8 samples per
         # rollout batch, optimizer batches of 128, one epoch: 8 updates per batch, beta = 0). Both corrections act
         # on-policy too; the schedule is theirs so that the card compares like with like.
         {"advantage": {"scale": "none"}, "objective": {"aggregation": "constant"}, "schedule": {"minibatches": 8}},
+        "advantage scale, loss aggregation",
     ),
-    "dapo": (
+    "dapo": Preset(
         "Clip-higher, dynamic sampling of non-degenerate groups, token-level loss, soft overlong penalty, each "
         "batch in 16 minibatch updates (DAPO).",
         # Yu et al. 2025, sec. 4.1 (training details): 512 prompts x 16 samples per rollout step, mini-batches of
@@ -32,43 +45,51 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
             "filter": {"name": "dynamic-sampling", "signal": "correct"},
             "reward": {"weights": {"correct": 1.0, "overlong": 1.0}},
         },
+        "clip-higher, dynamic sampling, token-level loss, overlong penalty",
     ),
-    "rloo": (
+    "rloo": Preset(
         "Leave-one-out baseline: each sample is compared with the mean of the others (Back to Basics, RLOO).",
         {"advantage": {"name": "leave-one-out", "scale": "none"}, "objective": {"aggregation": "sequence-sum"}},
+        "leave-one-out baseline, sequence-summed loss",
     ),
-    "mc-grpo": (
+    "mc-grpo": Preset(
         "G+1 samples, median baseline scaled by the MAD; the median (pivot) sample is left out of the loss (MC-GRPO).",
         {
             "generate": {"name": "pivot"},
             "advantage": {"name": "group-median", "scale": "mad", "eps": 1e-3, "rescale_nonzero": True},
         },
+        "G+1 samples, median baseline and MAD scale, pivot left out",
     ),
-    "mopps": (
+    "mopps": Preset(
         "GRPO on the prompts whose Thompson-sampled pass rate is nearest 0.5, from 8x as many candidates (MoPPS).",
         {"control": {"name": "mopps"}},
+        "prompt selection: Beta posterior per prompt, Thompson sampling towards pass rate 0.5",
     ),
-    "april": (
+    "april": Preset(
         "GRPO whose rollouts are over-provisioned 2x; the step stops once its groups are finished and the unfinished "
         "completions continue in later steps (APRIL).",
         {"generate": {"name": "april"}},
+        "partial rollouts: 2x groups in flight, stop when B are finished, continue the rest later",
     ),
-    "gdro": (
+    "gdro": Preset(
         "GRPO whose prompts are drawn by adversary weights over online pass-rate classes, and whose rollouts move "
         "to the hard classes at a fixed mean group size (Prompt- and Rollout-GDRO).",
         {"control": {"name": "gdro"}},
+        "adversary weights over pass-rate classes pick prompts and move rollouts to hard classes at a fixed mean",
     ),
-    "d3s": (
+    "d3s": Preset(
         "GRPO trained on each group's max-advantage-variance rollouts and their highest |A| x entropy tokens, "
         "a share that relaxes to everything over 200 steps (D3S).",
         {"advantage": {"name": "d3s"}},
+        "only each group's max-variance rollouts and their top \\|A\\|·entropy tokens train; relaxes to all",
     ),
-    "rorecomp": (
+    "rorecomp": Preset(
         "GRPO that trains each group's short-correct and long-incorrect completions first and replays the rest "
         "every second step (RoRecomp).",
         {"replay": {"name": "rorecomp"}},
+        "short-correct and long-incorrect completions train first; the rest replayed every second step",
     ),
-    "dots": (
+    "dots": Preset(
         "GRPO on the prompts of moderate adaptive difficulty, estimated by attention over last step's measured "
         "prompts, with 48 fresh and 16 replayed recent groups a step (DOTS + rollout replay).",
         {
@@ -76,32 +97,38 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
             "replay": {"name": "rollout-replay", "groups": 16},
             "rollout": {"prompts_per_step": 48},
         },
+        "prompts of moderate difficulty estimated by attention over measured ones; 48 fresh + 16 replayed groups",
     ),
-    "duet": (
+    "duet": Preset(
         "GRPO whose rollouts per prompt follow a posterior surrogate of its reward spread at a fixed total, and "
         "whose rollouts still running at 75% of the length limit are aborted, survivors reweighted (DUET).",
         {"control": {"name": "duet"}},
+        "rollouts per prompt from a posterior surrogate at a fixed total; marker-gated abort, survivors reweighted",
     ),
-    "arrol": (
+    "arrol": Preset(
         "GRPO that starts 2x the rollouts, and after 2 tokens prunes each group to G correctness-balanced "
         "ones by a success head trained online on the policy's hidden states (arrol).",
         {"generate": {"name": "arrol"}},
+        "2x rollouts started; after 2 tokens a success head trained online prunes each group to G balanced",
     ),
-    "latr": (
+    "latr": Preset(
         "GRPO whose groups grow as trees: branch where another token is likely, look 2 tokens ahead, prune "
         "branches that stay alike (LATR).",
         {"generate": {"name": "latr"}},
+        "groups grown as trees: branch at uncertain tokens, look ahead, prune look-alikes",
     ),
-    "vade": (
+    "vade": Preset(
         "GRPO on the prompts with the largest Thompson-sampled reward variance, from a Beta posterior decayed per step "
         "and per visit (VADE).",
         {"control": {"name": "vade"}},
+        "prompt selection: Thompson-sampled reward variance from a two-scale decayed Beta posterior",
     ),
-    "siri": (
+    "siri": Preset(
         "GRPO with DAPO's clip-higher whose rollout length limit oscillates on a cosine, compress then expand (SIRI).",
         {"control": {"name": "siri"}, "objective": {"clip_low": 0.2, "clip_high": 0.28}},
+        "rollout length limit on a cosine: compress, then expand; DAPO's clip-higher",
     ),
-    "dars": (
+    "dars": Preset(
         "GRPO without the std division whose low-accuracy prompts get one stage of extra rollouts, up to the "
         "cumulative advantage of a prompt at accuracy 0.5; merged groups all right or all wrong are dropped "
         "(DARS, equal-treatment schedule).",
@@ -113,20 +140,24 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
             "filter": {"name": "dynamic-sampling", "max_rounds": 1},
             "advantage": {"scale": "none"},
         },
+        "one stage of extra rollouts for low-accuracy prompts, up to the cumulative advantage of accuracy 0.5 (no "
+        "std, as the authors ran it); merged groups all right or all wrong dropped",
     ),
-    "xrpo": (
+    "xrpo": Preset(
         "Rounds of extra rollouts to the prompts whose mean reward is most uncertain, and GRPO's advantage "
         "amplified for correct but unlikely completions (XRPO, without in-context seeding).",
         {"control": {"name": "xrpo"}, "advantage": {"name": "xrpo"}},
+        "extra rollouts in rounds to the most uncertain prompts; advantage raised for correct, unlikely completions",
     ),
-    "gspo": (
+    "gspo": Preset(
         "Sequence-level importance ratio, clipped per sequence with a narrow range, each batch in 4 minibatch "
         "updates (GSPO).",
         # Zheng et al. 2025, sec. 5.1: "we partition each batch of rollout data into four minibatches for gradient
         # updates". On-policy every sequence ratio is 1 and GSPO's gradient is GRPO's (tests/engine/test_objective.py).
         {"objective": {"name": "sequence-clip", "clip_low": 3e-4, "clip_high": 4e-4}, "schedule": {"minibatches": 4}},
+        "sequence-level ratio and clipping",
     ),
-    "tis": (
+    "tis": Preset(
         "GRPO whose token losses are weighted by pi_old / pi_sampler, the trainer's recomputed log-probabilities "
         "against the sampler's, truncated at 2 (truncated importance sampling, TIS).",
         # Yao et al. 2025, "Your Efficient RL Framework Secretly Brings You Off-Policy RL Training", the TIS
@@ -134,16 +165,18 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
         # on every update whatever the schedule. objective.old_logprobs stays auto: it recomputes pi_old wherever
         # the sampler's numerics differ (another dtype or engine), the mismatch TIS corrects.
         {"objective": {"name": "truncated-is", "is_bound": 2.0}},
+        "each token's loss weighted by π_old / π_sampler (trainer vs sampler numerics), truncated or masked at 2",
     ),
-    "minpro": (
+    "minpro": Preset(
         "GRPO whose token ratio is replaced by the smallest ratio of the token's prefix, with each batch split "
         "into 4 minibatch updates so that 3 of them are off-policy (MinPRO).",
         # Lei et al. 2026, "A Step Back: Prefix Importance Ratio Stabilizes Policy Optimization": MinPRO is for
         # off-policy updates, where rollouts from an older policy update a newer one (abstract); on-policy every
         # ratio is 1 and MinPRO is GRPO. Several minibatch updates per batch make it act; 4 is the card's choice.
         {"objective": {"name": "min-prefix-ratio"}, "schedule": {"minibatches": 4}},
+        "the token clip on ρ_t times the smallest ratio of the tokens before it; 4 minibatch updates per batch",
     ),
-    "vcpo": (
+    "vcpo": Preset(
         "Two passes over each batch; the second's step is scaled by the ESS of the sequence importance weights "
         "and its advantages get a minimum-variance off-policy baseline (VCPO).",
         # Huang et al. 2026, "Stable Asynchrony: Variance-Controlled Off-Policy RL for LLMs": (i) the learning rate
@@ -151,8 +184,9 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
         # a policy lag; this synchronous trainer gets it by a second pass over the batch, with one minibatch so
         # that each group's baseline sees all of its samples.
         {"objective": {"name": "variance-controlled"}, "schedule": {"updates_per_batch": 2, "minibatches": 1}},
+        "learning rate × ESS of the sequence weights; min-variance off-policy baseline; 2 passes per batch",
     ),
-    "ppo-ewma": (
+    "ppo-ewma": Preset(
         "GRPO's clip against a proximal policy that is an average of the policy's recent weights, each token "
         "weighted by the proximal over the sampling policy's probability, the Missing-Old-Logits repair for "
         "asynchronous and replayed rollouts (PPO-EWMA).",
@@ -160,21 +194,26 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
         # PPO-EWMA method"), on Hilton et al. 2021's PPO-EWMA. It acts whenever the average lags the policy; the
         # regime it is for is the asynchronous trainer's (schedule.max_staleness), which the card's sweep sets.
         {"objective": {"name": "ewma-proximal"}},
+        "the Missing-Old-Logits repair: the clip against an average of the recent weights, every token weighted by"
+        " π_prox / π_behaviour",
     ),
-    "fiberpo": (
+    "fiberpo": Preset(
         "GRPO's token clip gated at two levels, on each completion's length-normalised ratio (GSPO's narrow range) "
         "and on each token's ratio over it (PPO's range), with each batch in 4 minibatch updates (FiberPO).",
         # "Fibration Policy Optimization" (abstract): ratio gating decomposed into a base-level gate on trajectory
         # aggregates and a fiber-level gate on per-token residuals, reducing to the plain objective on-policy. The
         # gates act only off-policy; the abstract fixes no schedule, so 4 minibatch updates is the card's choice.
         {"objective": {"name": "fiber-gate"}, "schedule": {"minibatches": 4}},
+        "the token clip gated on each completion's length-normalised ratio and on each token's ratio over it; 4 "
+        "minibatch updates per batch",
     ),
-    "gdpo": (
+    "gdpo": Preset(
         "Correctness, format and length rewards each normalised within the group on its own, then weighted, "
         "summed and normalised over the batch, so distinct reward combinations keep distinct advantages (GDPO).",
         {"advantage": {"name": "gdpo"}, "reward": {"weights": {"correct": 1.0, "format": 0.5, "length": 0.25}}},
+        "each reward function normalised within its group on its own, then weighted, summed and batch-normalised",
     ),
-    "fapo": (
+    "fapo": Preset(
         "GRPO whose correct completions reached by a malformed derivation earn half the reward, so they help "
         "while most of a group is wrong and are penalised once most is right (FAPO).",
         # Flawed-Aware Policy Optimization: a parameter-free penalty for flawed-positive rollouts (abstract);
@@ -182,13 +221,16 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
         # completions outnumber the wrong ones (workers/tasks/rewards.py: FlawedPositive). The paper's detector
         # is a generative reward model; here it is the rule-based malformed-derivation detector.
         {"reward": {"weights": {"correct": 1.0, "flawed-positive": 0.5}, "flaw_detector": "malformed-derivation"}},
+        "correct answers reached by a malformed derivation earn half: a shortcut while most of a group is wrong, "
+        "penalised once most is right",
     ),
-    "ace": (
+    "ace": Preset(
         "GRPO whose negative advantages grow with the completion's log-likelihood gain over the initial policy, "
         "1 + softplus(log pi/pi_ref), so overconfident errors are pushed down hardest (ACE).",
         {"advantage": {"name": "ace"}},
+        "negative advantages scaled by 1 + α·softplus(log π/π_ref): overconfident errors pushed down hardest",
     ),
-    "grpo-lambda": (
+    "grpo-lambda": Preset(
         "GRPO with a length penalty that counts only in groups at least half correct; groups below are scored "
         "by correctness alone (GRPO-lambda).",
         # "Stable Reinforcement Learning for Efficient Reasoning" (abstract): a low correctness ratio in the group
@@ -198,8 +240,9 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
             "advantage": {"name": "grpo-lambda", "accuracy_threshold": 0.5, "penalty": "length"},
             "reward": {"weights": {"correct": 1.0, "length": 0.5}},
         },
+        "length penalty only in groups whose pass rate reaches 0.5; correctness alone below",
     ),
-    "drpo": (
+    "drpo": Preset(
         "GRPO's correctness advantage; correct completions share theirs by exp(length reward / 0.2) among the "
         "correct ones only, so a long correct completion is never pushed down (DRPO).",
         # "DRPO: Efficient Reasoning via Decoupled Reward Policy Optimization" (abstract): the length signal of
@@ -210,8 +253,9 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
             "advantage": {"name": "drpo", "kl_lambda": 0.2, "preference": "length", "solved_advantage": 1.0},
             "reward": {"weights": {"correct": 1.0, "length": 1.0}},
         },
+        "correct rollouts share GRPO's advantage by exp(length reward / λ) among themselves; never negative for length",
     ),
-    "outcome-explore": (
+    "outcome-explore": Preset(
         "GRPO on rewards plus a UCB bonus for answers the prompt has rarely produced over training and a penalty "
         "for answers repeated within the group, so exploration is counted over final answers (outcome-based "
         "exploration).",
@@ -221,9 +265,27 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
         # No std division: measured, with it the bonuses become full-size advantages in all-wrong groups and
         # the policy learns to invent new wrong answers (pass@1 0.09 against 0.52 without, 3 seeds).
         {"advantage": {"name": "outcome-explore", "history_bonus": 0.25, "batch_penalty": 0.25, "scale": "none"}},
+        "reward + c/√(times the prompt gave this answer) − penalty for answers repeated in the group, then grpo",
     ),
 }
 
 
 def method_names() -> list[str]:
     return sorted(METHODS)
+
+
+TABLE_HEADER = "| method | card | changes |\n| --- | --- | --- |\n"
+
+
+def methods_table() -> str:
+    """docs/methods/README.md's table of presets, one row each, in the order they are declared here."""
+    rows = (f"| `{name}` | [{name}.md]({name}.md) | {preset.changes} |\n" for name, preset in METHODS.items())
+    return TABLE_HEADER + "".join(rows)
+
+
+def write_methods_table(readme: Path) -> None:
+    """Replace the table of presets in `readme` (from its header row to the first blank line) by methods_table()."""
+    text = readme.read_text()
+    start = text.index(TABLE_HEADER)
+    end = text.index("\n\n", start) + 1
+    readme.write_text(text[:start] + methods_table() + text[end:])

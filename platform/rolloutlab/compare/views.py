@@ -103,7 +103,7 @@ def sweep(request, query: LaunchQuery):
         except UserInputError as exc:
             errors = exc.fields or {"project": exc.message}
     context = {
-        "methods": [(name, desc) for name, (desc, _) in sorted(METHODS.items())],
+        "methods": [(name, preset.summary) for name, preset in sorted(METHODS.items())],
         "sections": form_sections(values, errors),
         "errors": errors,
         "post": request.POST if request.method == "POST" else {},

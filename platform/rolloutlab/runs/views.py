@@ -101,7 +101,7 @@ def launch(request, query: LaunchQuery):
             except (ConfigError, UserInputError) as exc:
                 errors = exc.fields
     context = {
-        "methods": [(name, desc) for name, (desc, _) in sorted(METHODS.items())],
+        "methods": [(name, preset.summary) for name, preset in sorted(METHODS.items())],
         "method": values.get("method") or "",
         "sections": form_sections(values, errors),
         "errors": errors,
