@@ -1,7 +1,11 @@
 # Rollout Lab: the README's commands. Each installs what it needs into .venv first.
 #   make demo             install, migrate, create the demo login, serve at http://127.0.0.1:8000/
 #   make demo EXAMPLES=1  the same, and queue two example runs
-#   make test             install (Chromium too), then lint and run every test against real services
+#   make test             install (Chromium too), then lint and run every test against real services:
+#                         tests/offline beside tests/database + tests/live, two pytest sessions at once
+#   make test-offline     one tier alone: no database, no server (the engine, the config)
+#   make test-database    one tier alone: the platform on PostgreSQL (and Redis), in process
+#   make test-live        one tier alone: daphne, a Celery worker, Chromium, Ray
 #   make soak             the chaos soak: 12 runs through worker kills and service outages (about 4 minutes)
 #   make bench            install the benchmark extras, then run every benchmark under bench/
 
@@ -15,7 +19,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 PORT ?= 8000
 EXAMPLES ?=
 
-.PHONY: install browser demo test soak lint bench clean
+.PHONY: install browser demo test test-offline test-database test-live soak lint bench clean
 
 install: $(STAMP)
 
@@ -45,11 +49,20 @@ lint: install
 	$(BIN)/ruff format --check workers platform tests bench manage.py
 
 test: lint browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m tests.tiers
+
+test-offline: lint
+	$(BIN)/python -m pytest -q tests/offline
+
+test-database: lint
+	$(BIN)/python -m pytest -q tests/database
+
+test-live: lint browser
+	$(BIN)/python -m pytest -q tests/live
 
 # the soak is left out of `make test` (its 15-minute budget); -m on the command line replaces addopts' own
 soak: install
-	$(BIN)/python -m pytest -q -s -m soak tests/platform/test_chaos.py
+	$(BIN)/python -m pytest -q -s -m soak tests/live/platform/test_chaos.py
 
 bench: $(BENCH_STAMP)
 	@for script in bench/[!_]*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done

@@ -6,7 +6,7 @@ config and its hash) taken in the training process, median of 10. The peer is
 what a careful researcher runs to write the same down: `pip freeze`, `git
 rev-parse HEAD`, `git diff`, `nvidia-smi` where there is one, and a Python that
 imports torch to print its version. Target: under 2 seconds. Taking the record
-does not change a run's results: tests/engine/test_audit.py checks that.
+does not change a run's results: tests/offline/engine/test_audit.py checks that.
 
     python bench/audit_capture.py
 

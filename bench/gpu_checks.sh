@@ -59,7 +59,7 @@ check env 60 python3 -c "import torch, ray, vllm, transformers; print(torch.__ve
 check ray_hf 120 python3 -m workers run $quick --out "$runs/ray_hf" "${one_gpu_ray[@]}" \
     --set resources.rollout_actors=2 --set resources.actor_gpus=0.25
 results "$runs/ray_hf"
-check conformance 150 python3 -m pytest -q -o addopts= --noconftest -p no:cacheprovider tests/engine/test_backend_conformance.py
+check conformance 150 python3 -m pytest -q -o addopts= --noconftest -p no:cacheprovider tests/offline/engine/test_backend_conformance.py
 big=(--model 1024x12 --device cuda --dtype bfloat16 --prompts 64 --new-tokens 256 --reps 3)
 check throughput_hf 60 python3 bench/rollout_throughput.py --backend hf "${big[@]}"
 check throughput_vllm 150 python3 bench/rollout_throughput.py --backend vllm "${big[@]}"

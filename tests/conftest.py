@@ -11,6 +11,10 @@ from django.core.signals import got_request_exception
 
 from tests.configs import small_config  # noqa: F401  (re-exported: the tests import it from here)
 
+# the platform's fixtures (the live stack, Chromium, the embedded server) serve the database and live tiers;
+# tier_times prints what each tier cost
+pytest_plugins = ["tests.support.platform_fixtures", "tests.support.tier_times"]
+
 # One warm-start cache for the whole session, inside the checkout (ignored by git), so the
 # tiny models are built once per machine and every test after the first starts at once.
 os.environ.setdefault("ROLLOUTLAB_CACHE", str(Path(__file__).resolve().parent.parent / ".cache" / "rolloutlab"))

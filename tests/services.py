@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import base64
+import fcntl
 import glob
 import hashlib
 import os
@@ -107,16 +108,23 @@ def ensure_services() -> None:
 
 def collect_static() -> None:
     """collectstatic, as every deployment runs it, when static/ or the plotly bundle changed since the last one:
-    the live servers serve the hashed, compressed files, and pages name them (compressing Plotly takes seconds)."""
+    the live servers serve the hashed, compressed files, and pages name them (compressing Plotly takes seconds).
+
+    Under a file lock: `make test` starts two pytest sessions at once (tests/tiers.py), and two `--clear`s at once
+    would delete each other's files."""
     import plotly
 
     root = Path(os.environ.get("STATIC_ROOT", ROOT / "var" / "static"))
     manifest = root / "staticfiles.json"
     sources = [p for p in (ROOT / "static").rglob("*") if p.is_file()]
     sources.append(Path(plotly.__file__).parent / "package_data" / "plotly.min.js")
-    if manifest.exists() and manifest.stat().st_mtime >= max(p.stat().st_mtime for p in sources):
-        return
-    subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "--clear", "-v0"], cwd=ROOT, check=True)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(root.parent / ".collectstatic.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if manifest.exists() and manifest.stat().st_mtime >= max(p.stat().st_mtime for p in sources):
+            return
+        command = [sys.executable, "manage.py", "collectstatic", "--noinput", "--clear", "-v0"]
+        subprocess.run(command, cwd=ROOT, check=True)
 
 
 ensure_services()

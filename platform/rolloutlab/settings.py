@@ -199,7 +199,7 @@ if REDIS_URL:
     # channels_redis waits for a message with a blocking pop of 5 s (its brpop_timeout); redis-py 8 reads with a
     # socket timeout of 5 s by default, so an idle socket's wait raised a timeout and dropped the browser's
     # websocket every ~5 s (channels_redis#422). A read timeout above the pop's keeps dead connections detected
-    # (tests/platform/test_live_channel.py: an idle page for 60 s, and a Redis restart).
+    # (tests/live/platform/test_live_channel.py: an idle page for 60 s, and a Redis restart).
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",

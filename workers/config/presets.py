@@ -2,8 +2,8 @@
 
 Everything else stays at the schema's defaults, so two methods differ exactly where their papers say they do.
 Each preset also carries the words of its row in docs/methods/README.md's table, which `methods_table()`
-writes in place (`python -m workers methods --write-table docs/methods/README.md`; tests/engine/test_method_docs.py
-checks that the README holds it).
+writes in place (`python -m workers methods --write-table docs/methods/README.md`;
+tests/offline/engine/test_method_docs.py checks that the README holds it).
 """
 
 from __future__ import annotations
@@ -153,7 +153,8 @@ METHODS: dict[str, Preset] = {
         "Sequence-level importance ratio, clipped per sequence with a narrow range, each batch in 4 minibatch "
         "updates (GSPO).",
         # Zheng et al. 2025, sec. 5.1: "we partition each batch of rollout data into four minibatches for gradient
-        # updates". On-policy every sequence ratio is 1 and GSPO's gradient is GRPO's (tests/engine/test_objective.py).
+        # updates". On-policy every sequence ratio is 1 and GSPO's gradient is GRPO's
+        # (tests/offline/engine/test_objective.py).
         {"objective": {"name": "sequence-clip", "clip_low": 3e-4, "clip_high": 4e-4}, "schedule": {"minibatches": 4}},
         "sequence-level ratio and clipping",
     ),

@@ -198,7 +198,7 @@ class RolloutConfig(Section):
         8, ge=2, le=4096, description="G: completions sampled per prompt (at least 2 for a group baseline)."
     )
     # the defaults (64 prompts x 8, two minibatches, 200 steps) are a first run that learns: with the tiny model on
-    # arith, held-out pass@1 0.29 -> 0.56-0.60 in about a minute on 2 CPU cores (tests/engine/test_learning.py)
+    # arith, held-out pass@1 0.29 -> 0.56-0.60 in about a minute on 2 CPU cores (tests/offline/engine/test_learning.py)
     prompts_per_step: int = Field(64, ge=1, le=65_536, description="Prompts whose groups make one training batch.")
     max_new_tokens: int = Field(8, ge=1, le=4096, description="Longest completion, in tokens.")
     temperature: float = Field(1.0, gt=0, le=10.0, description="Sampling temperature of training rollouts.")

@@ -25,7 +25,7 @@ for every backend but hf (trainer.recomputes_old_logprobs).
 
 `import vllm` happens in this module only, inside functions: importing workers never needs
 it, and building this backend without it, or without a CUDA GPU, raises a ConfigError that
-says what to install. tests/engine/test_backend_conformance.py checks the adapter on the CPU
+says what to install. tests/offline/engine/test_backend_conformance.py checks the adapter on the CPU
 against a fake engine with vLLM's interface, and the real engine where vLLM and CUDA are.
 """
 
