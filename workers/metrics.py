@@ -6,7 +6,7 @@ components' names live here; an older component's own pipeline/<stage>/... names
 at their single writer.
 """
 
-# the clipped surrogates (workers/pipeline/objective/base.py)
+# the clipped surrogates (workers/pipeline/objective/token_clip, sequence_clip)
 CLIP_RATIO_LOW = "policy/clip_ratio/low"  # share of loss tokens (sequences, for GSPO) clipped below, A < 0
 CLIP_RATIO_HIGH = "policy/clip_ratio/high"  # share clipped above, A > 0
 SEQUENCE_RATIO_MEAN = "policy/sequence_ratio_mean"  # GSPO: mean length-normalised sequence ratio
@@ -27,13 +27,13 @@ TOKEN_RATIO_MAX = "policy/token_ratio/max"  # the largest token ratio of the opt
 TOKEN_RATIO_MIN = "policy/token_ratio/min"  # the smallest
 TOKEN_RATIO_OUTSIDE = "policy/token_ratio/outside_0.8_1.2"  # share of loss tokens whose ratio left [0.8, 1.2]
 
-# the decoupled correction of rows an older policy sampled (replayed, continued, asynchronous; base.TokenClip):
+# the decoupled correction of rows an older policy sampled (replayed, continued, asynchronous; token_clip's TokenClip):
 # the clip's ratio is pi / pi_prox, and min(pi_prox / pi_behaviour, C) weighs the row's tokens
 STALE_ROWS = "policy/stale_rows"  # share of the optimizer step's loss rows sampled by an older policy version
 STALE_IS_WEIGHT_MEAN = "policy/stale_is_weight_mean"  # mean weight over those rows' loss tokens, after the bound
 STALE_IS_OVER_BOUND = "policy/stale_is_over_bound"  # share of those tokens whose weight was over the bound
 
-# the proximal policy of PPO-EWMA (workers/pipeline/objective/proximal.py): the EWMA of the weights
+# the proximal policy of PPO-EWMA (workers/pipeline/objective/ewma_proximal): the EWMA of the weights
 PROXIMAL_LAG = "policy/proximal_lag_kl"  # k3 of the proximal policy against the current one, over loss tokens
 
 # VCPO: what the ESS does to the step
@@ -119,13 +119,13 @@ def reward_part(function: str) -> str:
     return f"{REWARD_PREFIX}{function}/mean"
 
 
-# advantage components that treat one reward function apart (workers/pipeline/advantage/grpo_lambda.py, drpo.py)
+# advantage components that treat one reward function apart (workers/pipeline/advantage/grpo_lambda, drpo)
 PENALTY_GATED_GROUPS = "pipeline/advantage/penalty_gated_groups"  # GRPO-lambda: share of groups the penalty applied to
 GATED_PENALTY_MEAN = "pipeline/advantage/gated_penalty_mean"  # its weighted value, mean over those groups' samples
 SOLVED_GROUPS = "pipeline/advantage/solved_groups"  # DRPO: share of groups with no wrong completion
 POSITIVE_WEIGHT_MAX = "pipeline/advantage/positive_weight_max"  # DRPO: largest |P| w_i of a group, mean over groups
 CORRECT_NEGATIVE = "pipeline/advantage/correct_negative"  # share of correct completions with an advantage < 0
-# outcome-based exploration (workers/pipeline/advantage/outcome.py): the bonuses added to the reward
+# outcome-based exploration (workers/pipeline/advantage/outcome_explore): the bonuses added to the reward
 OUTCOME_BONUS_MEAN = "pipeline/advantage/outcome_bonus_mean"  # mean over samples of the net bonus added to r
 OUTCOME_HISTORY_BONUS_MEAN = "pipeline/advantage/outcome_history_bonus_mean"  # mean historical (UCB) bonus
 OUTCOME_BATCH_PENALTY_MEAN = "pipeline/advantage/outcome_batch_penalty_mean"  # mean within-group repeat penalty

@@ -8,20 +8,27 @@ learning a new convention:
 - a second component under an existing name is an error, never a silent override;
 - looking up an unknown name raises ``UnknownComponent`` listing the valid names.
 
-A pipeline stage *declares* its components (workers/pipeline/<stage>/knobs.py): the name,
-where the code lives, its one-line summary, its knob model and its cross-field check.
-RunConfig validates against the declarations alone, so the web side never imports the
-torch code; ``get(name)`` imports the component only when a worker builds the stage.
+A pipeline stage's components are found, not listed: each is one folder of its stage,
+``workers/pipeline/<stage>/<name>/``, whose ``__init__.py`` imports no torch and declares it.
+Its module docstring's first line is the summary (the launch form's description), the rest
+cites the paper; beside the knob model and the cross-field check it holds one
+``COMPONENT = Component(...)``, naming its code relative to the folder. ``Registry.discover``
+walks the stage's subpackages and reads those declarations, so RunConfig validates against
+them alone and the web side never imports torch; ``get(name)`` imports the code only when a
+worker builds the stage.
 
-    STAGE.declare("dars", "workers.pipeline.control.dars:DifficultyAdaptiveRollouts",
-                  summary="Prompts below ... (DARS).", knobs=DARSKnobs)
+    workers/pipeline/control/dars/__init__.py    the docstring (summary, paper), DARSKnobs, and
+        COMPONENT = Component("dars", "component:DifficultyAdaptiveRollouts", knobs=DARSKnobs)
+    workers/pipeline/control/dars/component.py   DifficultyAdaptiveRollouts: the torch code
 """
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -61,6 +68,31 @@ class Declaration:
         return getattr(importlib.import_module(module), attribute)
 
 
+class MissingDeclaration(LookupError):
+    """A folder of a stage package that does not declare the component it must be."""
+
+
+@dataclass(frozen=True)
+class Component:
+    """What a component folder's torch-free __init__ declares of itself: `COMPONENT = Component(...)`.
+
+    Its summary is not written here: it is the first line of that __init__'s docstring.
+    """
+
+    name: str  # the name a config chooses it by; its folder is the name with '-' written '_'
+    code: str  # "module:attribute" within the folder, e.g. "component:DifficultyAdaptiveRollouts"
+    knobs: type | None = None
+    check: Callable[[Any], None] | None = None
+    needs: tuple[str, ...] = ()
+    reuses_samples: bool = False
+    acts_when: str | None = None  # the fields' meanings are Declaration's
+
+
+def folder_name(name: str) -> str:
+    """The folder of a stage package that holds the component called `name`."""
+    return name.replace("-", "_")
+
+
 class Registry(Generic[T]):
     """A mapping from a name to a component class or function, registered or declared."""
 
@@ -96,6 +128,43 @@ class Registry(Generic[T]):
         if ":" not in target:
             raise ValueError(f"{self.kind} '{name}': '{target}' is not a 'module:attribute' path")
         self._add(name, Declaration(target, summary, knobs, check, tuple(needs), reuses_samples, acts_when))
+
+    def discover(self, package: str) -> Registry[T]:
+        """Declare every component folder (subpackage) of `package`, each from its own __init__; returns self.
+
+        A folder that declares nothing is an error, never skipped: a component would vanish from the
+        launch form without a word."""
+        for found in pkgutil.iter_modules(importlib.import_module(package).__path__, f"{package}."):
+            if found.ispkg:
+                self._declare_folder(importlib.import_module(found.name))
+        return self
+
+    def _declare_folder(self, folder: ModuleType) -> None:
+        declared = getattr(folder, "COMPONENT", None)
+        if not isinstance(declared, Component):
+            raise MissingDeclaration(
+                f"{folder.__name__} is a folder of a stage, so a {self.kind}, but its __init__.py declares none: "
+                f"it must set COMPONENT = Component(name, 'module:attribute', knobs=...) (see any other folder)"
+            )
+        leaf = folder.__name__.rpartition(".")[2]
+        if leaf != folder_name(declared.name):
+            raise MissingDeclaration(
+                f"{folder.__name__} declares {self.kind} '{declared.name}': its folder must be "
+                f"'{folder_name(declared.name)}', the name with '-' written '_'"
+            )
+        summary = (folder.__doc__ or "").strip().partition("\n")[0]
+        if not summary:
+            raise MissingDeclaration(f"{folder.__name__}: its docstring's first line, the summary, is missing")
+        self.declare(
+            declared.name,
+            f"{folder.__name__}.{declared.code}",
+            summary=summary,
+            knobs=declared.knobs,
+            check=declared.check,
+            needs=declared.needs,
+            reuses_samples=declared.reuses_samples,
+            acts_when=declared.acts_when,
+        )
 
     def get(self, name: str) -> T:
         entry = self._entry(name)

@@ -5,7 +5,7 @@
 
 A knob says when it can act with a marker on its field, beside its description:
 `Field(..., json_schema_extra={"acts_when": "off-policy"})`; a component whose whole mechanism
-needs a condition says so in its declaration (`STAGE.declare(..., acts_when="kl-on")`). The
+needs a condition says so in its declaration (`Component(..., acts_when="off-policy")`). The
 marker names one of the CONDITIONS below; each is a test of the whole config (and the knob's
 value) that returns why the knob cannot act, or None. A knob is checked when its section is in
 the config, i.e. for a pipeline stage when its component is chosen, whatever its value; knobs of

@@ -209,9 +209,10 @@ class RolloutConfig(Section):
 
 
 # --------------------------------------------------------------------------- pipeline stages
-# Each stage's section is a union of the knob models its components declare (workers/pipeline/<stage>/knobs.py),
-# told apart by `name`: a component's knobs exist exactly when it is chosen. Only the declarations are read
-# here, never the components' code, so validating a config imports no torch (the web side does it).
+# Each stage's section is a union of the knob models its components declare (each in its folder's
+# __init__.py, workers/pipeline/<stage>/<name>/), told apart by `name`: a component's knobs exist exactly
+# when it is chosen. Only the declarations are read here, never the components' code, so validating a
+# config imports no torch (the web side does it).
 
 STAGE_DEFAULTS = {
     "generate": "iid",

@@ -8,20 +8,23 @@ calls every stage the same way whatever the method, so a method is nothing but a
 choice of components and knobs. The protocols each stage implements live in
 workers/pipeline/stages.py.
 
-Each stage declares its components in `<stage>/knobs.py`: name, summary, knob model,
-cross-field check and the dotted path of the code. This package and those modules
+Each component is one folder of its stage, `<stage>/<name>/`: a torch-free `__init__.py`
+that declares it (its docstring's first line is the summary, the rest cites the paper; its
+knob model, cross-field check, and `COMPONENT = Component(name, "component:Class", ...)`)
+beside `component.py`, its torch code. Each stage's registry finds the folders itself
+(Registry.discover), so adding a method edits no list. This package and the declarations
 import no torch, so RunConfig (which the web side validates) reads them freely; a
 component's code is imported only by `registry.get(name)`, when a worker builds it.
 """
 
 from __future__ import annotations
 
-from workers.pipeline.advantage.knobs import ADVANTAGES
-from workers.pipeline.control.knobs import CONTROLLERS
-from workers.pipeline.filter.knobs import FILTERS
-from workers.pipeline.generate.knobs import GENERATORS
-from workers.pipeline.objective.knobs import OBJECTIVES
-from workers.pipeline.replay.knobs import REPLAYS
+from workers.pipeline.advantage import ADVANTAGES
+from workers.pipeline.control import CONTROLLERS
+from workers.pipeline.filter import FILTERS
+from workers.pipeline.generate import GENERATORS
+from workers.pipeline.objective import OBJECTIVES
+from workers.pipeline.replay import REPLAYS
 
 # config section -> the registry its `name` is looked up in
 STAGES = {

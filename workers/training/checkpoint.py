@@ -19,6 +19,7 @@ so a worker killed mid-write leaves the previous checkpoint intact; only the new
 
 from __future__ import annotations
 
+import importlib
 import io
 import os
 import pickle
@@ -139,6 +140,32 @@ class _ComponentUnpickler(pickle.Unpickler):
 
     def persistent_load(self, pid):
         return self.objects[pid]
+
+    def find_class(self, module: str, name: str):
+        try:
+            return super().find_class(module, name)
+        except (ImportError, AttributeError):
+            moved = moved_component_class(module, name)
+            if moved is None:
+                raise
+            return moved
+
+
+def moved_component_class(module: str, name: str) -> type | None:
+    """The class a checkpoint names by where it lived before each component became a folder of its stage.
+
+    Such a checkpoint names e.g. workers.pipeline.control.dars:DifficultyAdaptiveRollouts (now in
+    control/dars/component.py) or workers.pipeline.objective.base:SequenceClip; the class is the one of that
+    name in the stage's component modules, found through the registry rather than a table of old paths."""
+    from workers.pipeline import STAGES
+
+    parts = module.split(".")
+    if parts[:2] != ["workers", "pipeline"] or len(parts) < 3 or parts[2] not in STAGES:
+        return None
+    registry = STAGES[parts[2]]
+    code = {registry.declaration(component).target.partition(":")[0] for component in registry.names()}
+    found = {getattr(importlib.import_module(m), name, None) for m in sorted(code)} - {None}
+    return found.pop() if len(found) == 1 else None
 
 
 def freeze_components(stages, cfg: BaseModel) -> bytes:

@@ -221,10 +221,10 @@ class Learner:
 
     def recompute_stale_old(self, inputs, chunks) -> None:
         """pi_old of the rows an older policy sampled, recomputed by the learner before any update, where the
-        sampler's numbers are otherwise carried: those rows take the decoupled form (objective.base.TokenClip),
-        whose clip is against this proximal policy and whose weight is pi_prox / pi_behaviour, so their weight
-        is the one a recomputing run gives them. Fresh rows keep the sampler's numbers. Each chunk of the first
-        pass keeps its own stale rows, so the forwards are the minibatches' size."""
+        sampler's numbers are otherwise carried: those rows take the decoupled form (objective.token_clip's
+        TokenClip), whose clip is against this proximal policy and whose weight is pi_prox / pi_behaviour, so
+        their weight is the one a recomputing run gives them. Fresh rows keep the sampler's numbers. Each chunk of
+        the first pass keeps its own stale rows, so the forwards are the minibatches' size."""
         stale = inputs["staleness"] > 0  # (B,)
         if self.stages.objective.proximal is None and bool(stale.any()):
             self.recompute_old(inputs, [chunk[stale[chunk.to(stale.device)].cpu()] for chunk in chunks])

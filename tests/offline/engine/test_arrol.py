@@ -6,7 +6,7 @@ from tests.conftest import small_config
 from workers.config import resolve
 from workers.pipeline.batch import RolloutBatch
 from workers.pipeline.generate import GENERATORS
-from workers.pipeline.generate.arrol import HIDDEN_AT_CHECK, balanced_survivors
+from workers.pipeline.generate.arrol.component import HIDDEN_AT_CHECK, balanced_survivors
 from workers.reporting import MemoryReporter
 from workers.training.trainer import Trainer
 

@@ -9,7 +9,7 @@ from tests.conftest import small_config
 from tests.offline.engine.test_ragged import scored
 from workers.config import resolve
 from workers.pipeline.advantage import ADVANTAGES
-from workers.pipeline.advantage.d3s import max_variance_subset, relaxed
+from workers.pipeline.advantage.d3s.component import max_variance_subset, relaxed
 from workers.reporting import MemoryReporter
 from workers.training.trainer import Trainer
 

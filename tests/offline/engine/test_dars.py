@@ -11,7 +11,7 @@ from workers.config import resolve
 from workers.pipeline.advantage import ADVANTAGES
 from workers.pipeline.batch import RolloutBatch
 from workers.pipeline.control import CONTROLLERS
-from workers.pipeline.control.dars import target_size
+from workers.pipeline.control.dars.component import target_size
 from workers.pipeline.history import PromptHistory
 from workers.pipeline.stages import build_stages
 from workers.reporting import MemoryReporter

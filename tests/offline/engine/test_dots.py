@@ -6,7 +6,7 @@ import torch
 from tests.conftest import small_config
 from tests.offline.engine.test_ragged import scored
 from workers.config import resolve
-from workers.pipeline.control.dots import attention_estimate
+from workers.pipeline.control.dots.component import attention_estimate
 from workers.pipeline.replay import REPLAYS
 from workers.reporting import MemoryReporter
 from workers.training.trainer import Trainer

@@ -10,7 +10,7 @@ from workers.config import resolve
 from workers.errors import ConfigError
 from workers.pipeline.control import CONTROLLERS
 from workers.pipeline.control.budgeting import fixed_mean_sizes
-from workers.pipeline.control.gdro import difficulty_class
+from workers.pipeline.control.gdro.component import difficulty_class
 from workers.pipeline.history import PromptHistory
 from workers.pipeline.stages import Budget
 from workers.reporting import MemoryReporter

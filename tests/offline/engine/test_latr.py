@@ -8,7 +8,7 @@ from tests.offline.engine.test_resumable import teacher_forced
 from workers.config import resolve
 from workers.models.policy import load_policy
 from workers.pipeline.generate import GENERATORS
-from workers.pipeline.generate.latr import Branch
+from workers.pipeline.generate.latr.component import Branch
 from workers.pipeline.history import PromptHistory
 from workers.pipeline.stages import Budget, StageContext
 from workers.reporting import MemoryReporter

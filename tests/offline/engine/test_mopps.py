@@ -8,7 +8,7 @@ from tests.conftest import small_config
 from tests.offline.engine.test_ragged import scored
 from workers.config import resolve
 from workers.pipeline.control import CONTROLLERS
-from workers.pipeline.control.mopps import forgetting_posterior
+from workers.pipeline.control.mopps.component import forgetting_posterior
 from workers.pipeline.history import PromptHistory
 from workers.reporting import MemoryReporter
 from workers.tasks import Example

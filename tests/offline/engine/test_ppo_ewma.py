@@ -12,7 +12,7 @@ from workers import metrics as metric
 from workers.config import resolve
 from workers.pipeline.objective import OBJECTIVES
 from workers.pipeline.objective.base import aggregator
-from workers.pipeline.objective.proximal import EwmaWeights
+from workers.pipeline.objective.ewma_proximal.component import EwmaWeights
 from workers.pipeline.stages import LossInputs
 from workers.reporting import MemoryReporter
 from workers.training.trainer import Trainer

@@ -100,3 +100,20 @@ def test_every_presets_components_are_saved_and_loaded_holding_the_resumed_confi
     for component in vars(stages).values():  # a config object a component keeps is the resumed config's own
         kept = [v for v in vars(component).values() if isinstance(v, BaseModel)]
         assert all(id(v) in configs for v in kept), (method, component)
+
+
+@pytest.mark.parametrize("module, name, now", [
+    ("workers.pipeline.control.dars", "DifficultyAdaptiveRollouts", "workers.pipeline.control.dars.component"),
+    ("workers.pipeline.generate.april", "PooledGroup", "workers.pipeline.generate.april.component"),
+    ("workers.pipeline.objective.offpolicy", "TruncatedIS", "workers.pipeline.objective.truncated_is.component"),
+    ("workers.pipeline.objective.base", "TokenClip", "workers.pipeline.objective.token_clip.component"),
+    ("workers.pipeline.replay.base", "NoReplay", "workers.pipeline.replay.none.component"),
+])  # fmt: skip
+def test_a_checkpoint_written_before_components_were_folders_still_loads(module, name, now):
+    """A run paused before the move resumes after it: its pickle names each class by the module it lived in."""
+    from workers.config import load_config
+
+    cfg = load_config()
+    legacy = b"\x80\x04c" + f"{module}\n{name}\n".encode() + b"."  # GLOBAL module name, the pickle of a class
+    loaded = checkpoint.thaw_components(legacy, cfg)
+    assert loaded.__name__ == name and loaded.__module__ == now

@@ -6,7 +6,7 @@ from tests.conftest import small_config
 from tests.offline.engine.test_ragged import scored
 from workers.config import resolve
 from workers.pipeline.replay import REPLAYS
-from workers.pipeline.replay.rorecomp import priority_rows
+from workers.pipeline.replay.rorecomp.component import priority_rows
 from workers.reporting import MemoryReporter
 from workers.training.trainer import Trainer
 

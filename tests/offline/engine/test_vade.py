@@ -7,7 +7,7 @@ from tests.conftest import small_config
 from tests.offline.engine.test_mopps import Ctx, visit
 from workers.config import resolve
 from workers.pipeline.control import CONTROLLERS
-from workers.pipeline.control.vade import two_scale_posterior
+from workers.pipeline.control.vade.component import two_scale_posterior
 from workers.pipeline.history import PromptHistory
 from workers.reporting import MemoryReporter
 from workers.tasks import Example

@@ -8,7 +8,7 @@ from tests.offline.engine.test_ragged import scored
 from workers.config import resolve
 from workers.pipeline.advantage import ADVANTAGES
 from workers.pipeline.control import CONTROLLERS
-from workers.pipeline.control.xrpo import allocate_round, half_width
+from workers.pipeline.control.xrpo.component import allocate_round, half_width
 from workers.reporting import MemoryReporter
 from workers.training.trainer import Trainer
 

@@ -7,10 +7,14 @@ Estimators that only need each group's rewards subclass `GroupEstimator` and
 write `per_group(rewards (P, n))`; it runs once per group size, so they work on
 ragged batches unchanged.
 
-The estimators are declared, with their knobs, in knobs.py (torch-free: RunConfig reads it);
-their code is in base.py and one module per method, imported when a worker builds the stage.
+Each estimator is one folder here, found by the registry (no list to edit): its __init__.py, torch-free,
+declares it (summary, paper, knobs, cross-field check); its component.py holds the code, imported when
+a worker builds the stage. base.py holds `GroupEstimator` and the normalisation helpers; shared.py
+(torch-free) the knobs and check the declarations share. Most estimators extend group_mean's `GroupMean`.
 """
 
-from workers.pipeline.advantage.knobs import ADVANTAGES
+from workers.registry import Registry
+
+ADVANTAGES: Registry[type] = Registry("advantage estimator").discover(__name__)
 
 __all__ = ["ADVANTAGES"]

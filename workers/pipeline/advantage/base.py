@@ -1,10 +1,10 @@
-"""The group estimators (group-mean, leave-one-out, group-median) and what they share; see __init__."""
+"""What the advantage estimators share: `GroupEstimator`, the group normalisation, the reward parts; see __init__."""
 
 from __future__ import annotations
 
 import torch
 
-from workers.pipeline.advantage.knobs import GroupEstimatorKnobs
+from workers.pipeline.advantage.shared import GroupEstimatorKnobs
 from workers.pipeline.batch import RolloutBatch
 from workers.pipeline.stages import AdvantageOutput, AdvantageStage
 
@@ -32,6 +32,17 @@ def rescale_nonzero(advantages: torch.Tensor, atol: float = 1e-6) -> torch.Tenso
     nonzero = advantages.abs() > atol  # (P, n)
     factor = advantages.shape[-1] / nonzero.sum(dim=-1, keepdim=True).clamp(min=1)  # (P, 1)
     return torch.where(nonzero, advantages * factor, advantages)
+
+
+def weighted_parts(batch: RolloutBatch, weights: dict[str, float], apart: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N,) the weighted sum of every reward part but `apart`, and (N,) `apart`'s weighted part.
+
+    For the components that treat one reward function apart (grpo-lambda, drpo)."""
+    rest = torch.zeros(batch.num_samples)
+    for name, weight in weights.items():
+        if name != apart:
+            rest += weight * batch.reward_parts[name].float().cpu()
+    return rest, weights[apart] * batch.reward_parts[apart].float().cpu()
 
 
 class GroupEstimator(AdvantageStage):
@@ -63,56 +74,3 @@ class GroupEstimator(AdvantageStage):
     def normalize(self, centered: torch.Tensor, rewards: torch.Tensor) -> torch.Tensor:
         advantages = scale(centered, rewards, self.how, self.eps)
         return rescale_nonzero(advantages) if self.rescale else advantages
-
-
-class GroupMean(GroupEstimator):
-    """A_i = (r_i - mean(r)) / (std(r) + eps) over the group (GRPO: Shao et al. 2024, eq. 3).
-
-    With advantage.scale = none this is Dr. GRPO's unscaled advantage
-    (Liu et al. 2025, "Understanding R1-Zero-Like Training", sec. 3.2).
-    Shapes: rewards (P, n) -> (P, n). Knobs: advantage.scale, advantage.eps.
-    """
-
-    def per_group(self, rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        centered = rewards - rewards.mean(dim=-1, keepdim=True)
-        return self.normalize(centered, rewards), torch.ones_like(rewards, dtype=torch.bool)
-
-
-class LeaveOneOut(GroupEstimator):
-    """A_i = r_i - mean_{j != i} r_j: a sample never enters its own baseline.
-
-    RLOO (Ahmadian et al. 2024, "Back to Basics", eq. 7; Kool et al. 2019).
-    Shapes: rewards (P, n) -> (P, n). Knobs: advantage.scale (RLOO uses none).
-    """
-
-    def per_group(self, rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        n = rewards.shape[-1]
-        others_mean = (rewards.sum(dim=-1, keepdim=True) - rewards) / (n - 1)
-        return self.normalize(rewards - others_mean, rewards), torch.ones_like(rewards, dtype=torch.bool)
-
-
-class GroupMedian(GroupEstimator):
-    """A_i = (r_i - median(r)) / (spread + eps); the median sample (the pivot) is left out of the loss.
-
-    MC-GRPO (Kim 2026, "Median-Centered Group Relative Policy Optimization for
-    Small-Rollout RL", sec. 3): with G+1 samples the group has one exact median;
-    that pivot has zero advantage by construction and is excluded from
-    backpropagation, so G samples per prompt carry gradient. The median is far
-    less moved by one outlying reward than the mean, so fewer samples get the
-    wrong advantage sign when G is small. For an even group the lower median is used.
-    The authors' code divides by the median absolute deviation plus 1e-3 and then
-    multiplies a group's non-zero advantages by (G+1) / their count (the preset's
-    advantage.scale: mad, eps: 1e-3, rescale_nonzero: true).
-    The pivot is the sample at sorted position (n-1)//2 when the group is sorted by
-    reward with ties kept in group order: of [1, 1, 0] it is sample 0, of [0, 1, 0] sample 2.
-    Shapes: rewards (P, n) -> (P, n). Knobs: advantage.scale, advantage.eps, advantage.rescale_nonzero.
-    """
-
-    def per_group(self, rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        n = rewards.shape[-1]
-        order = rewards.argsort(dim=-1, stable=True)  # (P, n)
-        pivot = order[:, (n - 1) // 2 : (n - 1) // 2 + 1]  # (P, 1) index of the median sample
-        median = rewards.gather(-1, pivot)  # (P, 1)
-        in_loss = torch.ones_like(rewards, dtype=torch.bool).scatter(-1, pivot, False)
-        # the pivot's centered reward is 0 already; the scatter keeps it 0 whatever the scale does
-        return self.normalize(rewards - median, rewards).scatter(-1, pivot, 0.0), in_loss

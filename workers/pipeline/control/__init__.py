@@ -13,11 +13,14 @@ default: never), so a component that does not extend costs nothing and draws not
 
 Components read what the run knows of each prompt from `ctx.history` (PromptHistory).
 
-The components are declared, with their knobs and cross-field checks, in knobs.py (torch-free:
-RunConfig reads it); their code is in base.py (the defaults, `Controller`) and one module per
-method, imported when a worker builds the stage.
+Each component is one folder here, found by the registry (no list to edit): its __init__.py, torch-free,
+declares it (summary, paper, knobs, cross-field check); its component.py holds the code, imported when
+a worker builds the stage. base.py holds `Controller`, the defaults every component subclasses;
+budgeting.py the fixed-mean allocation two of them share; shared.py (torch-free) their shared check.
 """
 
-from workers.pipeline.control.knobs import CONTROLLERS
+from workers.registry import Registry
+
+CONTROLLERS: Registry[type] = Registry("control component").discover(__name__)
 
 __all__ = ["CONTROLLERS"]

@@ -1,4 +1,4 @@
-"""The control stage's defaults: `Controller`, which every control component subclasses, and `fixed`; see __init__."""
+"""The control stage's base: `Controller`, the defaults every control component subclasses; see __init__."""
 
 from __future__ import annotations
 
@@ -35,7 +35,3 @@ class Controller(ControlStage):
 
     def extend(self, ctx: StageContext, batch: RolloutBatch, stage: int) -> list[int]:
         return []
-
-
-class FixedBudget(Controller):
-    """The same budget every step: rollout.prompts_per_step x rollout.group_size, rollout.max_new_tokens."""

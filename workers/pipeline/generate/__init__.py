@@ -1,10 +1,12 @@
 """Generate stage: how the candidate completions of a step are produced.
 
-The components are declared, with their knobs, in knobs.py (torch-free: RunConfig reads it);
-their code is in base.py (with the sampling helpers they share) and one module per method,
-imported when a worker builds the stage.
+Each component is one folder here, found by the registry (no list to edit): its __init__.py, torch-free,
+declares it (summary, paper, knobs); its component.py holds the code, imported when a worker builds
+the stage. base.py holds the sampling helpers the generators share.
 """
 
-from workers.pipeline.generate.knobs import GENERATORS
+from workers.registry import Registry
+
+GENERATORS: Registry[type] = Registry("generate component").discover(__name__)
 
 __all__ = ["GENERATORS"]

@@ -1,12 +1,11 @@
-"""The generate stage's plain components (iid, pivot) and the sampling helpers every generator shares."""
+"""The sampling helpers every generator shares (the components are the folders beside this module)."""
 
 from __future__ import annotations
 
 import torch
 
-from workers.knobs import Knobs
 from workers.pipeline.batch import RolloutBatch
-from workers.pipeline.stages import Budget, GenerateStage, StageContext
+from workers.pipeline.stages import Budget, StageContext
 from workers.rollout import Generations, SamplingParams
 from workers.tasks import Example
 
@@ -65,41 +64,3 @@ def drop_aborted(batch: RolloutBatch, aborted: torch.Tensor) -> RolloutBatch:
             out.note("abort", f"{size - sizes[g]} of {size} aborted; survivors weighted {size / sizes[g]:.2f}", [g])
     out.decoded_tokens = float(batch.lengths.sum())  # the aborted rows' tokens were decoded too
     return out
-
-
-class IndependentGroups(GenerateStage):
-    """G independent samples per prompt (GRPO: Shao et al. 2024, DeepSeekMath, sec. 4.1).
-
-    Knobs: rollout.group_size (G), rollout.max_new_tokens, sampling temperature/top_p/top_k.
-    """
-
-    Knobs = Knobs
-
-    def __init__(self, cfg):
-        pass
-
-    def __call__(self, ctx: StageContext, examples: list[Example], budget: Budget) -> RolloutBatch:
-        batch = sample_groups(ctx, examples, budget)
-        for g, size in enumerate(batch.group_sizes):
-            batch.note("generate", f"sampled 1 of {size}", [g])
-        return batch
-
-
-class PivotGroups(GenerateStage):
-    """G+1 samples per prompt, so an odd group has one exact median (MC-GRPO: Kim 2026, sec. 3).
-
-    The extra sample is the median reference; the group-median advantage leaves
-    it out of the loss, so G samples per prompt still carry gradient.
-    Knobs: rollout.group_size (G; G+1 are drawn).
-    """
-
-    Knobs = Knobs
-
-    def __init__(self, cfg):
-        pass
-
-    def __call__(self, ctx: StageContext, examples: list[Example], budget: Budget) -> RolloutBatch:
-        batch = sample_groups(ctx, examples, budget, extra=1)
-        for g, size in enumerate(batch.group_sizes):
-            batch.note("generate", f"sampled 1 of {size - 1}+1", [g])
-        return batch

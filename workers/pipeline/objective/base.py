@@ -1,4 +1,4 @@
-"""The objective stage's losses, the k3 KL estimate and the loss aggregations (see __init__)."""
+"""What the objective stage's losses share: the ratio statistics, the KL estimates and the loss aggregations."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import math
 import torch
 
 from workers import metrics
-from workers.pipeline.objective.knobs import ObjectiveKnobs
-from workers.pipeline.stages import LossInputs, LossOutput, ObjectiveStage
+from workers.pipeline.stages import LossInputs
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> float:
@@ -88,128 +87,6 @@ def off_policy_stats(x: LossInputs) -> dict[str, float]:
         metrics.TOKEN_RATIO_OUTSIDE: float(((ratio < 0.8) | (ratio > 1.2)).float().mean()),
         **stale_share(x),
     }
-
-
-class TokenClip(ObjectiveStage):
-    """PPO's clipped surrogate per token (Schulman et al. 2017, eq. 7; GRPO: Shao et al. 2024, eq. 3).
-
-    L_t = -min(rho_t A, clip(rho_t, 1 - clip_low, 1 + clip_high) A), rho_t = pi(o_t) / pi_old(o_t).
-    DAPO's clip-higher (Yu et al. 2025, sec. 3.1) is clip_high > clip_low.
-    Shapes: logprobs (B, T), advantages (B,) or (B, T). Knobs: objective.clip_low, clip_high, aggregation.
-
-    Rows an older policy sampled (LossInputs.staleness > 0: replayed, continued from an older prefix, or an
-    asynchronous batch) take the decoupled form: rho_t is their ratio to the proximal policy pi_prox, and each
-    of their loss tokens is weighted by min(pi_prox / pi_behaviour, C), C = objective.behaviour_is_bound
-    (decoupled_weights). The weight is the same whether pi_prox was recomputed or the sampler's numbers were
-    carried: the trainer recomputes pi_prox for such rows in both cases. A fresh row's weight is 1.
-
-    Four seams for the off-policy corrections built on it (offpolicy.py, fiberpo.py, proximal.py): `ratio`
-    (the rho_t the surrogate clips), `clipped` (its counterpart in the min: where the min picks it, the
-    token's gradient is gated), `behaviour_weights` (the importance weight pi_prox / pi_behaviour, and which
-    rows carry it) and `weights` (any further constant per-token factor of the surrogate, and its stats). The
-    clip shares are read off `clipped`, so they count whatever gate a subclass builds.
-    """
-
-    Knobs = ObjectiveKnobs
-
-    def __init__(self, cfg):
-        self.low, self.high = cfg.objective.clip_low, cfg.objective.clip_high
-        self.log_behaviour_bound = math.log(cfg.objective.behaviour_is_bound)
-
-    def ratio(self, x: LossInputs) -> torch.Tensor:
-        """(B, T) rho_t = pi(o_t) / pi_old(o_t), differentiable."""
-        return torch.exp(x.logprobs - x.old_logprobs)
-
-    def clipped(self, x: LossInputs, ratio: torch.Tensor) -> torch.Tensor:
-        """(B, T) the other side of the surrogate's min: clip(rho_t, 1 - clip_low, 1 + clip_high)."""
-        return ratio.clamp(1 - self.low, 1 + self.high)
-
-    def behaviour_weights(self, x: LossInputs) -> tuple[torch.Tensor | None, dict[str, float]]:
-        """(B, T) the importance weight pi_prox / pi_behaviour of the stale rows' tokens, bounded (None: all 1)."""
-        return decoupled_weights(x, self.log_behaviour_bound, x.stale)
-
-    def weights(self, x: LossInputs) -> tuple[torch.Tensor | None, dict[str, float]]:
-        """(B, T) a further factor of each token's surrogate, no gradient (None: 1); and what it did."""
-        return None, {}
-
-    def __call__(self, x: LossInputs) -> LossOutput:
-        ratio = self.ratio(x)  # (B, T)
-        advantage = token_advantages(x)  # (B, 1) or (B, T)
-        unclipped = ratio * advantage
-        bound = self.clipped(x, ratio)  # (B, T)
-        surrogate = -torch.minimum(unclipped, bound * advantage)  # (B, T)
-        behaviour, behaviour_stats = self.behaviour_weights(x)
-        weight, weight_stats = self.weights(x)
-        for factor in (behaviour, weight):
-            if factor is not None:
-                surrogate = surrogate * factor
-        loss = x.aggregate(surrogate)
-        with torch.no_grad():  # the min picks the clipped side: below for A < 0, above for A > 0
-            low = ((bound > ratio) & (advantage < 0)).float()
-            high = ((bound < ratio) & (advantage > 0)).float()
-            stats = {
-                metrics.CLIP_RATIO_LOW: masked_mean(low, x.mask),
-                metrics.CLIP_RATIO_HIGH: masked_mean(high, x.mask),
-                **behaviour_stats,
-                **weight_stats,
-            }
-        return LossOutput(loss=loss, stats=stats)
-
-
-class SequenceClip(ObjectiveStage):
-    """GSPO's sequence-level ratio, clipped per sequence (Zheng et al. 2025, eq. 5-7).
-
-    s_i = exp(mean_t(log pi(o_t) - log pi_old(o_t))), the length-normalised
-    sequence likelihood ratio; L_i = -min(s_i A_i, clip(s_i, 1 - clip_low,
-    1 + clip_high) A_i), averaged over sequences. Every token of a sequence
-    shares one ratio, so one sequence is clipped (or not) as a whole.
-    Shapes: logprobs (B, T) -> ratio (B,). Knobs: objective.clip_low, clip_high
-    (the paper uses 3e-4 and 4e-4).
-
-    A row an older policy sampled takes the decoupled form at the sequence level: s_i is its ratio to the
-    proximal policy, and its term is weighted by min(exp(mean_t(log pi_prox - log pi_behaviour)), C), the
-    length-normalised behaviour ratio, as s_i is length-normalised (C = objective.behaviour_is_bound).
-    """
-
-    Knobs = ObjectiveKnobs
-
-    def __init__(self, cfg):
-        self.low, self.high = cfg.objective.clip_low, cfg.objective.clip_high
-        self.log_behaviour_bound = math.log(cfg.objective.behaviour_is_bound)
-
-    @torch.no_grad()
-    def behaviour_weights(self, x: LossInputs, lengths: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
-        """(B,) min(exp(mean_t log pi_prox / pi_behaviour), C) for the stale rows, 1 for the others; and stats."""
-        log_w = ((x.old_logprobs - x.behaviour_logprobs) * x.mask).sum(-1) / lengths.clamp(min=1)  # (B,)
-        stale = x.stale & (lengths > 0)
-        weight = torch.where(stale, torch.exp(log_w.clamp(max=self.log_behaviour_bound)), torch.ones_like(log_w))
-        if not bool(stale.any()):
-            return weight, {}
-        return weight, {
-            metrics.STALE_IS_WEIGHT_MEAN: masked_mean(weight, stale.float()),
-            metrics.STALE_IS_OVER_BOUND: masked_mean((log_w > self.log_behaviour_bound).float(), stale.float()),
-        }
-
-    def __call__(self, x: LossInputs) -> LossOutput:
-        lengths = x.mask.sum(-1)  # (B,)
-        in_loss = lengths > 0
-        log_ratio = ((x.logprobs - x.old_logprobs) * x.mask).sum(-1) / lengths.clamp(min=1)  # (B,)
-        ratio = torch.exp(log_ratio)
-        advantages = sequence_advantages(x)  # (B,)
-        unclipped = ratio * advantages
-        clipped = ratio.clamp(1 - self.low, 1 + self.high) * advantages
-        behaviour, behaviour_stats = self.behaviour_weights(x, lengths)  # (B,)
-        per_sequence = -torch.minimum(unclipped, clipped) * behaviour  # (B,)
-        loss = (per_sequence * in_loss).sum() / in_loss.sum().clamp(min=1)
-        with torch.no_grad():
-            weight = in_loss.float()
-            stats = {
-                **behaviour_stats,
-                metrics.CLIP_RATIO_LOW: masked_mean(((ratio < 1 - self.low) & (advantages < 0)).float(), weight),
-                metrics.CLIP_RATIO_HIGH: masked_mean(((ratio > 1 + self.high) & (advantages > 0)).float(), weight),
-                metrics.SEQUENCE_RATIO_MEAN: masked_mean(ratio, weight),
-            }
-        return LossOutput(loss=loss, stats=stats)
 
 
 # The k3 estimator's log-gap and value are bounded so that one token the policy has made

@@ -1,9 +1,12 @@
 """Replay stage: what is kept from a step and reused in later ones.
 
-The components are declared, with their knobs, in knobs.py (torch-free: RunConfig reads it);
-their code is in base.py and one module per method, imported when a worker builds the stage.
+Each component is one folder here, found by the registry (no list to edit): its __init__.py, torch-free,
+declares it (summary, paper, knobs); its component.py holds the code, imported when a worker builds
+the stage.
 """
 
-from workers.pipeline.replay.knobs import REPLAYS
+from workers.registry import Registry
+
+REPLAYS: Registry[type] = Registry("replay component").discover(__name__)
 
 __all__ = ["REPLAYS"]

@@ -1,0 +1,25 @@
+"""Each reward normalised within its group on its own, then weighted, summed and batch-normalised (GDPO).
+
+Paper: Liu et al. 2026, *GDPO: Group reward-Decoupled Normalization Policy Optimization for
+Multi-reward RL Optimization* (arXiv 2601.05242).
+
+The code: component.py (DecoupledGroupNormalization).
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from workers.pipeline.advantage.shared import NormalizationKnobs
+from workers.registry import Component
+
+
+class DecoupledKnobs(NormalizationKnobs):
+    batch_norm: bool = Field(
+        True,
+        description="After summing the per-reward advantages, normalise the sum over the whole batch "
+        "((A - mean) / (std + eps)), so its scale does not grow with the number of reward functions (GDPO).",
+    )
+
+
+COMPONENT = Component("gdpo", "component:DecoupledGroupNormalization", knobs=DecoupledKnobs)

@@ -1,0 +1,14 @@
+"""Every group is trained on, informative or not (GRPO).
+
+Paper: Shao et al. 2024, *DeepSeekMath: Pushing the Limits of Mathematical Reasoning in Open Language
+Models* (GRPO trains on every sampled group).
+
+The code: component.py (KeepAll).
+"""
+
+from __future__ import annotations
+
+from workers.pipeline.filter.shared import FilterKnobs
+from workers.registry import Component
+
+COMPONENT = Component("none", "component:KeepAll", knobs=FilterKnobs)

@@ -1,0 +1,27 @@
+"""Over-sample, predict partial rollouts' success with a head trained online, prune groups to G balanced (arrol).
+
+Paper: *Prune as You Generate: Online Rollout Pruning for Faster and Better RLVR* (arrol, 2025,
+the seed list).
+
+The code: component.py (OnlineRolloutPruning).
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from workers.knobs import Knobs
+from workers.registry import Component
+
+
+class ArrolKnobs(Knobs):
+    oversample: float = Field(2.0, ge=1, le=8, description="Rollouts started per rollout kept (of each group).")
+    check_at: int = Field(
+        2, ge=2, le=4096, description="Tokens after which the head judges the partial rollouts and the group is pruned."
+    )
+    head_lr: float = Field(0.05, gt=0, le=10, description="Learning rate of the quality head (Adam).")
+    head_steps: int = Field(20, ge=1, le=1000, description="Gradient steps of the head after each scored step.")
+    warmup_steps: int = Field(5, ge=0, le=10_000, description="Steps the head trains before its predictions prune.")
+
+
+COMPONENT = Component("arrol", "component:OnlineRolloutPruning", knobs=ArrolKnobs)
