@@ -79,6 +79,12 @@ class RolloutBatch:
         says otherwise (APRIL decodes tokens for completions that finish in a later step)."""
         return float(self.lengths.sum()) if self.decoded_tokens is None else self.decoded_tokens
 
+    def staleness(self, learner_version: int) -> torch.Tensor:
+        """(N,) long: how many versions older than the learner the policy that sampled each row is (0 unstamped)."""
+        if self.versions is None:
+            return torch.zeros(self.num_samples, dtype=torch.long)
+        return (learner_version - self.versions).clamp(min=0)
+
     @property
     def num_groups(self) -> int:
         return len(self.examples)

@@ -53,11 +53,6 @@ if TYPE_CHECKING:
     from workers.training.parts import Collected
 
 
-def staleness(batch: RolloutBatch, learner_version: int) -> torch.Tensor:
-    """(N,) long: how many versions older than the learner the policy that sampled each row is."""
-    return learner_version - batch.versions
-
-
 class StalenessBound:
     """The learner's guard: no row more than `limit` versions older than the learner reaches the loss.
 
@@ -70,7 +65,7 @@ class StalenessBound:
 
     def admit(self, batch: RolloutBatch, learner_version: int) -> RolloutBatch:
         """The batch without its groups that hold a row older than the limit; the others in their order."""
-        too_old = batch.group_reduce(staleness(batch, learner_version), "amax") > self.limit  # (P,)
+        too_old = batch.group_reduce(batch.staleness(learner_version), "amax") > self.limit  # (P,)
         keep = [g for g, stale in enumerate(too_old.tolist()) if not stale]
         self.dropped = batch.num_samples - sum(batch.group_sizes[g] for g in keep)
         return batch if len(keep) == batch.num_groups else batch.select_groups(keep)
@@ -78,7 +73,7 @@ class StalenessBound:
     def metrics(self, batch: RolloutBatch, learner_version: int) -> dict[str, float]:
         """pipeline/async/*: the staleness of the rows in the loss, and the rows dropped as too stale."""
         in_loss = batch.in_loss if batch.in_loss is not None else torch.ones(batch.num_samples, dtype=torch.bool)
-        ages = staleness(batch, learner_version)[in_loss.cpu()].float()
+        ages = batch.staleness(learner_version)[in_loss.cpu()].float()
         return {
             metric.ASYNC_STALENESS_MEAN: float(ages.mean()) if len(ages) else 0.0,
             metric.ASYNC_STALENESS_MAX: float(ages.max()) if len(ages) else 0.0,

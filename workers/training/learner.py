@@ -173,7 +173,7 @@ class Learner:
         model, schedule = self.policy.model, self.cfg.schedule
         rows = batch.in_loss.nonzero().flatten()  # samples left out of the loss cost no compute
         inputs = self.training_inputs(batch, rows)
-        inputs["staleness"] = self.row_staleness(batch, rows, learner_version=step - 1)
+        inputs["staleness"] = batch.staleness(learner_version=step - 1).cpu()[rows.cpu()]
         if entropies is not None:
             entropies.locate(rows)
         passes = [
@@ -228,13 +228,6 @@ class Learner:
         stale = inputs["staleness"] > 0  # (B,)
         if self.stages.objective.proximal is None and bool(stale.any()):
             self.recompute_old(inputs, [chunk[stale[chunk.to(stale.device)].cpu()] for chunk in chunks])
-
-    @staticmethod
-    def row_staleness(batch: RolloutBatch, rows: torch.Tensor, learner_version: int) -> torch.Tensor:
-        """(B,) long: versions between the learner and the policy that sampled each of `rows` (0 when unstamped)."""
-        if batch.versions is None:
-            return torch.zeros(len(rows), dtype=torch.long)
-        return (learner_version - batch.versions[rows.to(batch.versions.device)]).clamp(min=0).cpu()
 
     @torch.no_grad()
     def entropies_before_update(self, inputs, first_chunk: torch.Tensor, entropies: UpdateEntropies) -> None:
