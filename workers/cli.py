@@ -3,7 +3,7 @@
     python -m workers run examples/grpo-arith.yaml --out runs/demo --set seed=7
     python -m workers methods          # the method presets, one line each, and knobs their schedule leaves inert
     python -m workers methods --set schedule.updates_per_batch=2   # ... under another schedule
-    python -m workers methods --write-table docs/methods/README.md  # rewrite the README's table of presets
+    python -m workers methods --write-table docs/methods/README.md  # rewrite the README's written tables
     python -m workers schema           # RunConfig's JSON Schema
     python -m workers validate CONFIG  # the resolved config and its hash
     python -m workers run --from-bundle run.zip --out runs/again   # reproduce a bundled run
@@ -54,7 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     methods.add_argument(
         "--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE", help="laid over every preset"
     )
-    methods.add_argument("--write-table", type=Path, metavar="README", help="rewrite this file's table of presets")
+    methods.add_argument(
+        "--write-table", type=Path, metavar="README", help="rewrite this file's tables of presets and checks"
+    )
     commands.add_parser("schema", help="print RunConfig's JSON Schema")
     bundle = commands.add_parser("bundle", help="bundle a finished run directory")
     bundle.add_argument("run_dir", type=Path)
@@ -82,13 +84,12 @@ def main(argv: list[str] | None = None) -> int:
 def cmd_methods(args) -> int:
     """One line per preset; under it, indented, each warning of a knob its schedule leaves inert (--set applies).
 
-    With --write-table README, rewrite instead the table of presets in that file (presets.methods_table())."""
+    With --write-table README, rewrite instead that file's tables of presets and of how each component was checked."""
     from workers import schedule_checks
     from workers.config import METHODS, load_config
-    from workers.config.presets import write_methods_table
 
     if args.write_table:
-        write_methods_table(args.write_table)
+        write_tables(args.write_table)
         return EXIT_OK
     width = max(len(name) for name in METHODS)
     for name, preset in sorted(METHODS.items()):
@@ -96,6 +97,17 @@ def cmd_methods(args) -> int:
         for warning in schedule_checks.warnings(load_config(None, args.overrides, base={"method": name})):
             print(f"{'':<{width}}  warning: {warning}")
     return EXIT_OK
+
+
+def write_tables(readme: Path, cards: Path | None = None) -> None:
+    """docs/methods/README.md's two written tables: the presets, and how each component was checked (citing the
+    cards in `cards`, by default the README's own folder)."""
+    from workers.config.presets import methods_table
+    from workers.doc_tables import replace_table
+    from workers.pipeline.catalog import checked_table
+
+    replace_table(readme, methods_table())
+    replace_table(readme, checked_table(cards or readme.parent))
 
 
 def cmd_schema(args) -> int:

@@ -46,6 +46,18 @@ class UnknownComponent(KeyError):
 
 
 @dataclass(frozen=True)
+class Checked:
+    """How a component was checked against its paper: its row of docs/methods/README.md's "How each method was
+    checked" (workers/pipeline/catalog.py writes the table; the line number is found in the card by the quote)."""
+
+    presets: str  # which presets use it
+    paper: str  # the paper, with the section or equation where it says what the component computes
+    how: str  # "paper form" (what the paper says, with its values) or "documented choice: ..." (what was chosen)
+    card: str  # the card under docs/methods/ whose line says so
+    quote: str  # words that stand on that line of the card
+
+
+@dataclass(frozen=True)
 class Declaration:
     """What is known of a component before its code is imported."""
 
@@ -62,6 +74,7 @@ class Declaration:
     # the schedule condition without which the component's own mechanism changes nothing (a marker of
     # workers/schedule_checks.py, as on a knob): e.g. "off-policy" for an objective that only reshapes ratios
     acts_when: str | None = None
+    checked: Checked | None = None  # how it was checked against its paper (every pipeline component has one)
 
     def load(self) -> Any:
         module, _, attribute = self.target.partition(":")
@@ -86,6 +99,7 @@ class Component:
     needs: tuple[str, ...] = ()
     reuses_samples: bool = False
     acts_when: str | None = None  # the fields' meanings are Declaration's
+    checked: Checked | None = None
 
 
 def folder_name(name: str) -> str:
@@ -123,11 +137,13 @@ class Registry(Generic[T]):
         needs: tuple[str, ...] = (),
         reuses_samples: bool = False,
         acts_when: str | None = None,
+        checked: Checked | None = None,
     ) -> None:
         """Add a component by the dotted path of its code ("module:attribute"), imported by get()."""
         if ":" not in target:
             raise ValueError(f"{self.kind} '{name}': '{target}' is not a 'module:attribute' path")
-        self._add(name, Declaration(target, summary, knobs, check, tuple(needs), reuses_samples, acts_when))
+        declaration = Declaration(target, summary, knobs, check, tuple(needs), reuses_samples, acts_when, checked)
+        self._add(name, declaration)
 
     def discover(self, package: str) -> Registry[T]:
         """Declare every component folder (subpackage) of `package`, each from its own __init__; returns self.
@@ -164,6 +180,7 @@ class Registry(Generic[T]):
             needs=declared.needs,
             reuses_samples=declared.reuses_samples,
             acts_when=declared.acts_when,
+            checked=declared.checked,
         )
 
     def get(self, name: str) -> T:

@@ -8,7 +8,6 @@ tests/offline/engine/test_method_docs.py checks that the README holds it).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, NamedTuple
 
 
@@ -282,11 +281,3 @@ def methods_table() -> str:
     """docs/methods/README.md's table of presets, one row each, in the order they are declared here."""
     rows = (f"| `{name}` | [{name}.md]({name}.md) | {preset.changes} |\n" for name, preset in METHODS.items())
     return TABLE_HEADER + "".join(rows)
-
-
-def write_methods_table(readme: Path) -> None:
-    """Replace the table of presets in `readme` (from its header row to the first blank line) by methods_table()."""
-    text = readme.read_text()
-    start = text.index(TABLE_HEADER)
-    end = text.index("\n\n", start) + 1
-    readme.write_text(text[:start] + methods_table() + text[end:])

@@ -1,5 +1,6 @@
-"""docs/methods/README.md: the table of presets is the one workers/config/presets.py writes; "How each method was
-checked" has a row for every component, each citing its card's line.
+"""docs/methods/README.md: its two tables are the ones the code writes — the presets (workers/config/presets.py)
+and "How each method was checked" (workers/pipeline/catalog.py, from each component's declaration), a row for
+every component, each citing its card's line.
 
 A row says whether the component is its paper's form or a documented choice, and quotes the line of the card
 (or of the README) that says so, as `card.md:LINE` and the quoted words. The quote must stand on that line: a card
@@ -11,9 +12,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
+from workers.cli import write_tables
 from workers.config.presets import METHODS as PRESETS
-from workers.config.presets import methods_table, write_methods_table
+from workers.config.presets import methods_table
+from workers.doc_tables import replace_table
 from workers.pipeline import STAGES
+from workers.pipeline.catalog import checked_table
 
 METHODS = Path(__file__).resolve().parents[3] / "docs" / "methods"
 ROW = re.compile(r"^\| `?(?P<component>[^|`]+?)`? \|.*\| `(?P<card>[\w.-]+\.md):(?P<line>\d+)` “(?P<quote>.+)” \|$")
@@ -40,14 +46,44 @@ def test_every_row_quotes_the_line_it_cites():
         assert 1 <= line <= len(lines) and m["quote"] in lines[line - 1], (m["component"], m["card"], line)
 
 
-def test_the_readme_holds_the_table_of_presets_that_the_presets_write():
-    """A preset added to presets.py shows in the README when `methods --write-table` is run, and only then."""
-    assert methods_table() in (METHODS / "README.md").read_text(), "run: python -m workers methods --write-table ..."
+def test_the_readme_holds_the_tables_that_the_presets_and_the_declarations_write(tmp_path):
+    """A preset or a component added shows in the README when `methods --write-table` is run, and only then."""
+    readme = (METHODS / "README.md").read_text()
+    assert methods_table() in readme, "run: python -m workers methods --write-table docs/methods/README.md"
+    assert checked_table(METHODS) in readme, "run: python -m workers methods --write-table docs/methods/README.md"
     assert all(f"| `{name}` | [{name}.md]({name}.md) |" in methods_table() for name in PRESETS)
+    copy = tmp_path / "README.md"
+    copy.write_text(readme)
+    write_tables(copy, cards=METHODS)  # what the command writes is what is there: nothing changes
+    assert copy.read_text() == readme
 
 
-def test_writing_the_table_replaces_the_old_one_and_leaves_the_rest(tmp_path):
+def test_writing_a_table_replaces_the_old_one_and_leaves_the_rest(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text("# Cards\n\n| method | card | changes |\n| --- | --- | --- |\n| `old` | x | y |\n\n## Next\n")
-    write_methods_table(readme)
+    replace_table(readme, methods_table())
     assert readme.read_text() == "# Cards\n\n" + methods_table() + "\n## Next\n"
+    readme.write_text(readme.read_text() + "\n" + methods_table().replace("the reference", "old"))  # at the end
+    replace_table(readme, methods_table())
+    assert readme.read_text().count("the reference") == 1
+
+
+def test_a_checked_row_cites_the_line_its_quote_stands_on_and_a_lost_quote_is_an_error(tmp_path):
+    (tmp_path / "grpo.md").write_text("# grpo\n\nG completions are sampled (`generate: iid`) per prompt\n")
+    for name in STAGES["generate"].names():
+        if name == "iid":
+            continue
+        checked = STAGES["generate"].declaration(name).checked
+        (tmp_path / checked.card).write_text(checked.quote + "\n")
+    table = checked_table_of_stage(tmp_path, "generate")
+    assert "`grpo.md:3` “G completions are sampled (`generate: iid`)”" in table
+    (tmp_path / "grpo.md").write_text("# grpo, the quote gone\n")
+    with pytest.raises(LookupError, match="grpo.md has no line holding"):
+        checked_table_of_stage(tmp_path, "generate")
+
+
+def checked_table_of_stage(cards, stage: str) -> str:
+    from workers.pipeline import catalog
+
+    registry = STAGES[stage]
+    return "".join(catalog.row(cards, f"{stage}: {n}", registry.declaration(n).checked) for n in registry.names())

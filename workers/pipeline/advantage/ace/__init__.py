@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from workers.pipeline.advantage.shared import GroupEstimatorKnobs
-from workers.registry import Component
+from workers.registry import Checked, Component
 
 
 class ConfidencePenaltyKnobs(GroupEstimatorKnobs):
@@ -25,5 +25,15 @@ class ConfidencePenaltyKnobs(GroupEstimatorKnobs):
 
 
 COMPONENT = Component(
-    "ace", "component:ConfidencePenalizedGroupMean", knobs=ConfidencePenaltyKnobs, needs=("ref_logprobs",)
+    "ace",
+    "component:ConfidencePenalizedGroupMean",
+    knobs=ConfidencePenaltyKnobs,
+    needs=("ref_logprobs",),
+    checked=Checked(
+        presets="ace",
+        paper="Xu et al. 2026 (ACE)",
+        how="documented choice: α = 1",
+        card="ace.md",
+        quote="α = 1 is this card's choice.",
+    ),
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from workers.pipeline.advantage.shared import GroupEstimatorKnobs
-from workers.registry import Component
+from workers.registry import Checked, Component
 
 
 class D3SKnobs(GroupEstimatorKnobs):
@@ -24,4 +24,15 @@ class D3SKnobs(GroupEstimatorKnobs):
     )
 
 
-COMPONENT = Component("d3s", "component:DualLevelDownSampling", knobs=D3SKnobs)
+COMPONENT = Component(
+    "d3s",
+    "component:DualLevelDownSampling",
+    knobs=D3SKnobs,
+    checked=Checked(
+        presets="d3s",
+        paper="D³S 2025 (abstract)",
+        how="documented choice: the start shares (0.5) and the relaxation",
+        card="d3s.md",
+        quote="the start shares (0.5) and the relaxation (200 of 300 steps)",
+    ),
+)

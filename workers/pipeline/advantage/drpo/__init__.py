@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from workers.pipeline.advantage.shared import GroupEstimatorKnobs, check_reward_part
-from workers.registry import Component
+from workers.registry import Checked, Component
 
 
 class DecoupledLengthKnobs(GroupEstimatorKnobs):
@@ -43,4 +43,16 @@ def check_drpo(cfg) -> None:
     check_reward_part(cfg, "preference", "drpo")
 
 
-COMPONENT = Component("drpo", "component:DecoupledLengthReward", knobs=DecoupledLengthKnobs, check=check_drpo)
+COMPONENT = Component(
+    "drpo",
+    "component:DecoupledLengthReward",
+    knobs=DecoupledLengthKnobs,
+    check=check_drpo,
+    checked=Checked(
+        presets="drpo",
+        paper="DRPO 2025 (abstract)",
+        how="documented choice: the weights redistribute GRPO's positive advantage; λ = 0.2",
+        card="drpo.md",
+        quote="The abstract does not say how the importance weights enter the loss.",
+    ),
+)

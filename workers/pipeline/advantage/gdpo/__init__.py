@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from workers.pipeline.advantage.shared import NormalizationKnobs
-from workers.registry import Component
+from workers.registry import Checked, Component
 
 
 class DecoupledKnobs(NormalizationKnobs):
@@ -22,4 +22,15 @@ class DecoupledKnobs(NormalizationKnobs):
     )
 
 
-COMPONENT = Component("gdpo", "component:DecoupledGroupNormalization", knobs=DecoupledKnobs)
+COMPONENT = Component(
+    "gdpo",
+    "component:DecoupledGroupNormalization",
+    knobs=DecoupledKnobs,
+    checked=Checked(
+        presets="gdpo",
+        paper="Liu et al. 2026 (GDPO)",
+        how="paper form; the preset's reward weights are a choice",
+        card="gdpo.md",
+        quote="`advantage.batch_norm` (on, the paper's choice)",
+    ),
+)

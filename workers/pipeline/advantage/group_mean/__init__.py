@@ -10,6 +10,17 @@ The code: component.py (GroupMean).
 from __future__ import annotations
 
 from workers.pipeline.advantage.shared import GroupEstimatorKnobs
-from workers.registry import Component
+from workers.registry import Checked, Component
 
-COMPONENT = Component("group-mean", "component:GroupMean", knobs=GroupEstimatorKnobs)
+COMPONENT = Component(
+    "group-mean",
+    "component:GroupMean",
+    knobs=GroupEstimatorKnobs,
+    checked=Checked(
+        presets="grpo, and most presets; `scale: none` in dr-grpo, dars",
+        paper="Shao et al. 2024, eq. 3; Liu et al. 2025 (Dr. GRPO), sec. 3.2",
+        how="paper form",
+        card="grpo.md",
+        quote="divided by the group's standard deviation (`advantage: group-mean`",
+    ),
+)

@@ -9,6 +9,17 @@ The code: component.py (GroupMedian).
 from __future__ import annotations
 
 from workers.pipeline.advantage.shared import GroupEstimatorKnobs
-from workers.registry import Component
+from workers.registry import Checked, Component
 
-COMPONENT = Component("group-median", "component:GroupMedian", knobs=GroupEstimatorKnobs)
+COMPONENT = Component(
+    "group-median",
+    "component:GroupMedian",
+    knobs=GroupEstimatorKnobs,
+    checked=Checked(
+        presets="mc-grpo",
+        paper="Kim 2026 (MC-GRPO), sec. 3, and the authors' code",
+        how="paper form; the MAD scale from the authors' code",
+        card="mc-grpo.md",
+        quote="The scale follows the authors' code",
+    ),
+)

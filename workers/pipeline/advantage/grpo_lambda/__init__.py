@@ -10,7 +10,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from workers.pipeline.advantage.shared import GroupEstimatorKnobs, check_reward_part
-from workers.registry import Component
+from workers.registry import Checked, Component
 
 
 class AccuracyGatedKnobs(GroupEstimatorKnobs):
@@ -36,5 +36,15 @@ def check_grpo_lambda(cfg) -> None:
 
 
 COMPONENT = Component(
-    "grpo-lambda", "component:AccuracyGatedPenalty", knobs=AccuracyGatedKnobs, check=check_grpo_lambda
+    "grpo-lambda",
+    "component:AccuracyGatedPenalty",
+    knobs=AccuracyGatedKnobs,
+    check=check_grpo_lambda,
+    checked=Checked(
+        presets="grpo-lambda",
+        paper="GRPO-λ 2025 (abstract)",
+        how="documented choice: the threshold 0.5 and the penalty's weight 0.5",
+        card="grpo-lambda.md",
+        quote="The abstract does not fix the threshold",
+    ),
 )

@@ -10,6 +10,17 @@ The code: component.py (LeaveOneOut).
 from __future__ import annotations
 
 from workers.pipeline.advantage.shared import GroupEstimatorKnobs
-from workers.registry import Component
+from workers.registry import Checked, Component
 
-COMPONENT = Component("leave-one-out", "component:LeaveOneOut", knobs=GroupEstimatorKnobs)
+COMPONENT = Component(
+    "leave-one-out",
+    "component:LeaveOneOut",
+    knobs=GroupEstimatorKnobs,
+    checked=Checked(
+        presets="rloo",
+        paper="Ahmadian et al. 2024, eq. 7",
+        how="paper form",
+        card="rloo.md",
+        quote="A_i = r_i − mean_{j≠i} r_j, with no std division",
+    ),
+)

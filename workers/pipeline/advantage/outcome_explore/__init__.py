@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import Field
 
 from workers.pipeline.advantage.shared import GroupEstimatorKnobs
-from workers.registry import Component
+from workers.registry import Checked, Component
 
 
 class OutcomeExplorationKnobs(GroupEstimatorKnobs):
@@ -40,5 +40,15 @@ class OutcomeExplorationKnobs(GroupEstimatorKnobs):
 
 
 COMPONENT = Component(
-    "outcome-explore", "component:OutcomeExploration", knobs=OutcomeExplorationKnobs, needs=("answer_counts",)
+    "outcome-explore",
+    "component:OutcomeExploration",
+    knobs=OutcomeExplorationKnobs,
+    needs=("answer_counts",),
+    checked=Checked(
+        presets="outcome-explore",
+        paper="Outcome-based Exploration 2025 (abstract)",
+        how="documented choice: c/√N per (prompt, answer), c = 0.25 each, no std division",
+        card="outcome-explore.md",
+        quote="**The coefficients.** The abstract gives none.",
+    ),
 )

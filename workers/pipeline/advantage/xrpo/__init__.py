@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from workers.pipeline.advantage.shared import GroupEstimatorKnobs
-from workers.registry import Component
+from workers.registry import Checked, Component
 
 
 class NoveltySharpeningKnobs(GroupEstimatorKnobs):
@@ -26,4 +26,15 @@ class NoveltySharpeningKnobs(GroupEstimatorKnobs):
     )
 
 
-COMPONENT = Component("xrpo", "component:NoveltySharpenedGroupMean", knobs=NoveltySharpeningKnobs)
+COMPONENT = Component(
+    "xrpo",
+    "component:NoveltySharpenedGroupMean",
+    knobs=NoveltySharpeningKnobs,
+    checked=Checked(
+        presets="xrpo",
+        paper="Bamba et al. 2025 (XRPO)",
+        how="documented choice: a multiplicative, capped sharpening",
+        card="xrpo.md",
+        quote="The sharpening is multiplicative and capped",
+    ),
+)

@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import Field
 
 from workers.knobs import Knobs
-from workers.registry import Component
+from workers.registry import Checked, Component
 
 
 class DARSKnobs(Knobs):
@@ -45,4 +45,15 @@ class DARSKnobs(Knobs):
     )
 
 
-COMPONENT = Component("dars", "component:DifficultyAdaptiveRollouts", knobs=DARSKnobs)
+COMPONENT = Component(
+    "dars",
+    "component:DifficultyAdaptiveRollouts",
+    knobs=DARSKnobs,
+    checked=Checked(
+        presets="dars",
+        paper="Yang et al. 2025 (DARS) and the authors' code",
+        how="paper form, from the authors' code: no-std mass, one stage of extras, an all-wrong prompt at 0.5/G",
+        card="dars.md",
+        quote="**the authors' experiments** (every script sets",
+    ),
+)

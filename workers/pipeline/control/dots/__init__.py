@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from workers.knobs import Knobs
-from workers.registry import Component
+from workers.registry import Checked, Component
 
 
 class DOTSKnobs(Knobs):
@@ -22,4 +22,15 @@ class DOTSKnobs(Knobs):
     )
 
 
-COMPONENT = Component("dots", "component:DifficultyTargetedSelection", knobs=DOTSKnobs)
+COMPONENT = Component(
+    "dots",
+    "component:DifficultyTargetedSelection",
+    knobs=DOTSKnobs,
+    checked=Checked(
+        presets="dots",
+        paper="DOTS 2025 (abstract)",
+        how="documented choice: the reference set is the last step's prompts",
+        card="dots.md",
+        quote="the reference set is the prompts the previous step rolled",
+    ),
+)

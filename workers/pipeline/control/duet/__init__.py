@@ -12,7 +12,7 @@ from pydantic import Field
 
 from workers.knobs import Knobs
 from workers.pipeline.control.shared import check_mean_within_bounds
-from workers.registry import Component
+from workers.registry import Checked, Component
 
 
 class DUETKnobs(Knobs):
@@ -35,4 +35,16 @@ def check_duet(cfg) -> None:
     check_mean_within_bounds(cfg, "DUET")
 
 
-COMPONENT = Component("duet", "component:DualTokenAllocation", knobs=DUETKnobs, check=check_duet)
+COMPONENT = Component(
+    "duet",
+    "component:DualTokenAllocation",
+    knobs=DUETKnobs,
+    check=check_duet,
+    checked=Checked(
+        presets="duet",
+        paper="DUET 2025 (abstract)",
+        how="documented choice: a √(p(1−p)) surrogate, Neyman's split at a fixed total",
+        card="duet.md",
+        quote="allocation is Neyman's (sizes ∝ predicted std)",
+    ),
+)

@@ -9,6 +9,17 @@ The code: component.py (FixedBudget).
 from __future__ import annotations
 
 from workers.knobs import Knobs
-from workers.registry import Component
+from workers.registry import Checked, Component
 
-COMPONENT = Component("fixed", "component:FixedBudget", knobs=Knobs)
+COMPONENT = Component(
+    "fixed",
+    "component:FixedBudget",
+    knobs=Knobs,
+    checked=Checked(
+        presets="grpo and every preset that sets no control stage",
+        paper="Shao et al. 2024",
+        how="paper form",
+        card="grpo.md",
+        quote="with one length limit (`control: fixed`)",
+    ),
+)

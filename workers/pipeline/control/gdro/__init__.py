@@ -12,7 +12,7 @@ from pydantic import Field
 
 from workers.knobs import Knobs
 from workers.pipeline.control.shared import check_mean_within_bounds
-from workers.registry import Component
+from workers.registry import Checked, Component
 
 
 class GDROKnobs(Knobs):
@@ -49,4 +49,16 @@ def check_gdro(cfg) -> None:
         check_mean_within_bounds(cfg, "the rollout game")
 
 
-COMPONENT = Component("gdro", "component:GroupDRO", knobs=GDROKnobs, check=check_gdro)
+COMPONENT = Component(
+    "gdro",
+    "component:GroupDRO",
+    knobs=GDROKnobs,
+    check=check_gdro,
+    checked=Checked(
+        presets="gdro",
+        paper="Panaganti et al. 2026 (GDRO)",
+        how="documented choice: classes by the last visit's pass rate",
+        card="gdro.md",
+        quote="the classifier uses the last visit's pass rate",
+    ),
+)

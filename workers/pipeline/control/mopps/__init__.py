@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from workers.knobs import Knobs
-from workers.registry import Component
+from workers.registry import Checked, Component
 
 
 class MoPPSKnobs(Knobs):
@@ -29,4 +29,15 @@ class MoPPSKnobs(Knobs):
     prior: float = Field(1.0, gt=0, le=1e6, description="alpha_0 = beta_0 of the Beta prior (1: uniform).")
 
 
-COMPONENT = Component("mopps", "component:ModelPredictivePromptSelection", knobs=MoPPSKnobs)
+COMPONENT = Component(
+    "mopps",
+    "component:ModelPredictivePromptSelection",
+    knobs=MoPPSKnobs,
+    checked=Checked(
+        presets="mopps",
+        paper="Qu et al. 2025 (MoPPS), sec. 3, and the authors' code",
+        how="documented choice: forgetting per visit, as the authors' code",
+        card="mopps.md",
+        quote="the forgetting is applied per visit of the prompt (as in the",
+    ),
+)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from workers.knobs import Knobs
-from workers.registry import Component
+from workers.registry import Checked, Component
 
 
 class SIRIKnobs(Knobs):
@@ -36,4 +36,16 @@ def check_siri(cfg) -> None:
         raise ValueError(f"control.short: {short} must be below the expanded limit ({long})")
 
 
-COMPONENT = Component("siri", "component:InterleavedCompression", knobs=SIRIKnobs, check=check_siri)
+COMPONENT = Component(
+    "siri",
+    "component:InterleavedCompression",
+    knobs=SIRIKnobs,
+    check=check_siri,
+    checked=Checked(
+        presets="siri",
+        paper="Wen et al. 2025 (SIRI), sec. 3",
+        how="documented choice: the cycle starts at the expanded limit",
+        card="siri.md",
+        quote="the cycle starts at the expanded limit (the model's own",
+    ),
+)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from workers.knobs import Knobs
-from workers.registry import Component
+from workers.registry import Checked, Component
 
 
 class VADEKnobs(Knobs):
@@ -32,4 +32,15 @@ class VADEKnobs(Knobs):
     prior: float = Field(1.0, gt=0, le=1e6, description="alpha_0 = beta_0 of the Beta prior (1: uniform).")
 
 
-COMPONENT = Component("vade", "component:VarianceAwareDynamicSampling", knobs=VADEKnobs)
+COMPONENT = Component(
+    "vade",
+    "component:VarianceAwareDynamicSampling",
+    knobs=VADEKnobs,
+    checked=Checked(
+        presets="vade",
+        paper="VADE 2025 (abstract)",
+        how="documented choice: the two scales read as per-step and per-visit decay",
+        card="vade.md",
+        quote="The two scales are read as a slow, per-step",
+    ),
+)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from workers.knobs import Knobs
-from workers.registry import Component
+from workers.registry import Checked, Component
 
 
 class XRPOKnobs(Knobs):
@@ -39,4 +39,15 @@ class XRPOKnobs(Knobs):
     )
 
 
-COMPONENT = Component("xrpo", "component:UncertaintyAllocation", knobs=XRPOKnobs)
+COMPONENT = Component(
+    "xrpo",
+    "component:UncertaintyAllocation",
+    knobs=XRPOKnobs,
+    checked=Checked(
+        presets="xrpo",
+        paper="Bamba et al. 2025 (XRPO)",
+        how="documented choice: the UCB bonus counts the run's history; no in-context seeding",
+        card="xrpo.md",
+        quote="The bonus is UCB-shaped and counts the run's history as well as this step",
+    ),
+)

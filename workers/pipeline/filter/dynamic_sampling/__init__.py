@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import Field
 
 from workers.pipeline.filter.shared import FilterKnobs
-from workers.registry import Component
+from workers.registry import Checked, Component
 
 
 class DynamicSamplingKnobs(FilterKnobs):
@@ -32,4 +32,15 @@ class DynamicSamplingKnobs(FilterKnobs):
     )
 
 
-COMPONENT = Component("dynamic-sampling", "component:DynamicSampling", knobs=DynamicSamplingKnobs)
+COMPONENT = Component(
+    "dynamic-sampling",
+    "component:DynamicSampling",
+    knobs=DynamicSamplingKnobs,
+    checked=Checked(
+        presets="dapo, dars",
+        paper="Yu et al. 2025 (DAPO), sec. 3.2, eq. 11; the DARS authors' code",
+        how="paper form (`signal: correct`); dars: one round, no refill, as the authors' code",
+        card="dapo.md",
+        quote="`filter.signal: correct` now follows the paper",
+    ),
+)

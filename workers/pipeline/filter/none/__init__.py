@@ -9,6 +9,17 @@ The code: component.py (KeepAll).
 from __future__ import annotations
 
 from workers.pipeline.filter.shared import FilterKnobs
-from workers.registry import Component
+from workers.registry import Checked, Component
 
-COMPONENT = Component("none", "component:KeepAll", knobs=FilterKnobs)
+COMPONENT = Component(
+    "none",
+    "component:KeepAll",
+    knobs=FilterKnobs,
+    checked=Checked(
+        presets="grpo and every preset but dapo, dars",
+        paper="Shao et al. 2024",
+        how="paper form",
+        card="grpo.md",
+        quote="every group trains (`filter: none`)",
+    ),
+)

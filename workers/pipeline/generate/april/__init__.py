@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from workers.knobs import Knobs
-from workers.registry import Component
+from workers.registry import Checked, Component
 
 
 class APRILKnobs(Knobs):
@@ -25,4 +25,16 @@ class APRILKnobs(Knobs):
     check_every: int = Field(1, ge=1, le=1024, description="Tokens between two checks of how many groups are finished.")
 
 
-COMPONENT = Component("april", "component:ActivePartialRollouts", knobs=APRILKnobs, reuses_samples=True)
+COMPONENT = Component(
+    "april",
+    "component:ActivePartialRollouts",
+    knobs=APRILKnobs,
+    reuses_samples=True,
+    checked=Checked(
+        presets="april",
+        paper="APRIL 2025",
+        how="documented choice: the group is the unit; the pool first-in first-out",
+        card="april.md",
+        quote="**The unit is the group**",
+    ),
+)

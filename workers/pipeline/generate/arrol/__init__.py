@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from workers.knobs import Knobs
-from workers.registry import Component
+from workers.registry import Checked, Component
 
 
 class ArrolKnobs(Knobs):
@@ -24,4 +24,15 @@ class ArrolKnobs(Knobs):
     warmup_steps: int = Field(5, ge=0, le=10_000, description="Steps the head trains before its predictions prune.")
 
 
-COMPONENT = Component("arrol", "component:OnlineRolloutPruning", knobs=ArrolKnobs)
+COMPONENT = Component(
+    "arrol",
+    "component:OnlineRolloutPruning",
+    knobs=ArrolKnobs,
+    checked=Checked(
+        presets="arrol",
+        paper="Prune as You Generate (arrol) 2025",
+        how="documented choice: one early check (2 tokens), a linear head on the last hidden state",
+        card="arrol.md",
+        quote="Choices where the paper leaves room: one check, early",
+    ),
+)

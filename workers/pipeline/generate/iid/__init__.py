@@ -9,6 +9,17 @@ The code: component.py (IndependentGroups).
 from __future__ import annotations
 
 from workers.knobs import Knobs
-from workers.registry import Component
+from workers.registry import Checked, Component
 
-COMPONENT = Component("iid", "component:IndependentGroups", knobs=Knobs)
+COMPONENT = Component(
+    "iid",
+    "component:IndependentGroups",
+    knobs=Knobs,
+    checked=Checked(
+        presets="grpo and every preset that sets no generate stage",
+        paper="Shao et al. 2024 (DeepSeekMath), sec. 4.1",
+        how="paper form",
+        card="grpo.md",
+        quote="G completions are sampled (`generate: iid`)",
+    ),
+)

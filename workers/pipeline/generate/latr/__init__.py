@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from workers.knobs import Knobs
-from workers.registry import Component
+from workers.registry import Checked, Component
 
 
 class LATRKnobs(Knobs):
@@ -25,4 +25,15 @@ class LATRKnobs(Knobs):
     roots: int = Field(1, ge=1, le=256, description="Sequences each tree starts from (at most the group size).")
 
 
-COMPONENT = Component("latr", "component:LookaheadTreeRollouts", knobs=LATRKnobs)
+COMPONENT = Component(
+    "latr",
+    "component:LookaheadTreeRollouts",
+    knobs=LATRKnobs,
+    checked=Checked(
+        presets="latr",
+        paper="LATR 2025 (abstract)",
+        how="documented choice: uncertainty is the best alternative token's probability",
+        card="latr.md",
+        quote="uncertainty is the probability of the best alternative token",
+    ),
+)

@@ -9,6 +9,17 @@ The code: component.py (PivotGroups).
 from __future__ import annotations
 
 from workers.knobs import Knobs
-from workers.registry import Component
+from workers.registry import Checked, Component
 
-COMPONENT = Component("pivot", "component:PivotGroups", knobs=Knobs)
+COMPONENT = Component(
+    "pivot",
+    "component:PivotGroups",
+    knobs=Knobs,
+    checked=Checked(
+        presets="mc-grpo",
+        paper="Kim 2026 (MC-GRPO), sec. 3",
+        how="paper form",
+        card="mc-grpo.md",
+        quote="G+1 completions are sampled per prompt",
+    ),
+)

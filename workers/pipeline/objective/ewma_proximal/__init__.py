@@ -12,7 +12,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from workers.pipeline.objective.shared import ObjectiveKnobs
-from workers.registry import Component
+from workers.registry import Checked, Component
 
 
 class EwmaProximalKnobs(ObjectiveKnobs):
@@ -28,4 +28,16 @@ class EwmaProximalKnobs(ObjectiveKnobs):
     )
 
 
-COMPONENT = Component("ewma-proximal", "component:EwmaProximal", knobs=EwmaProximalKnobs)
+COMPONENT = Component(
+    "ewma-proximal",
+    "component:EwmaProximal",
+    knobs=EwmaProximalKnobs,
+    checked=Checked(
+        presets="ppo-ewma",
+        paper="Guan et al. 2026 (Missing Old Logits, abstract); Hilton et al. 2021 (PPO-EWMA)",
+        how="documented choice: Hilton et al.'s EWMA of the weights, β = 0.9, C = 5; "
+        "the revision of Guan et al. unknown",
+        card="ppo-ewma.md",
+        quote="Choices where the papers leave room (documented, not read off Guan et al.'s method section):",
+    ),
+)

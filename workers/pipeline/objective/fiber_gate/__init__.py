@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from workers.pipeline.objective.shared import ObjectiveKnobs
-from workers.registry import Component
+from workers.registry import Checked, Component
 
 
 class FiberGateKnobs(ObjectiveKnobs):
@@ -51,4 +51,16 @@ class FiberGateKnobs(ObjectiveKnobs):
     )
 
 
-COMPONENT = Component("fiber-gate", "component:FiberGate", knobs=FiberGateKnobs, acts_when="off-policy")
+COMPONENT = Component(
+    "fiber-gate",
+    "component:FiberGate",
+    knobs=FiberGateKnobs,
+    acts_when="off-policy",
+    checked=Checked(
+        presets="fiberpo",
+        paper="FiberPO 2026 (abstract)",
+        how="documented choice: GSPO's range as the sequence gate's",
+        card="fiberpo.md",
+        quote="**The ranges.** The abstract gives none.",
+    ),
+)

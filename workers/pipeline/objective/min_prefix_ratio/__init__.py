@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import Field
 
 from workers.pipeline.objective.shared import ObjectiveKnobs
-from workers.registry import Component
+from workers.registry import Checked, Component
 
 
 class MinPrefixKnobs(ObjectiveKnobs):
@@ -29,4 +29,16 @@ class MinPrefixKnobs(ObjectiveKnobs):
     )
 
 
-COMPONENT = Component("min-prefix-ratio", "component:MinPrefixRatio", knobs=MinPrefixKnobs, acts_when="off-policy")
+COMPONENT = Component(
+    "min-prefix-ratio",
+    "component:MinPrefixRatio",
+    knobs=MinPrefixKnobs,
+    acts_when="off-policy",
+    checked=Checked(
+        presets="minpro",
+        paper="Lei et al. 2026 (MinPRO, abstract)",
+        how="paper form as the abstract states it (ρ_t times the minimum before it); 4 minibatches is a choice",
+        card="minpro.md",
+        quote="m_{t−1} = min_{j<t} ρ_j (1 for a completion's first token)",
+    ),
+)

@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import Field
 
 from workers.pipeline.objective.shared import ObjectiveKnobs
-from workers.registry import Component
+from workers.registry import Checked, Component
 
 
 class TruncatedISKnobs(ObjectiveKnobs):
@@ -51,5 +51,15 @@ def check_recomputed_old_logprobs(cfg) -> None:
 
 
 COMPONENT = Component(
-    "truncated-is", "component:TruncatedIS", knobs=TruncatedISKnobs, check=check_recomputed_old_logprobs
+    "truncated-is",
+    "component:TruncatedIS",
+    knobs=TruncatedISKnobs,
+    check=check_recomputed_old_logprobs,
+    checked=Checked(
+        presets="tis",
+        paper="Yao et al. 2025 (TIS); Liu et al. 2025 (MIS)",
+        how="paper form: C = 2; the upper bound only is a choice",
+        card="tis.md",
+        quote="Choices where the papers leave room: the upper bound only",
+    ),
 )

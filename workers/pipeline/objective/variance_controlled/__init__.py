@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from workers.pipeline.objective.shared import ObjectiveKnobs
-from workers.registry import Component
+from workers.registry import Checked, Component
 
 
 class VarianceControlledKnobs(ObjectiveKnobs):
@@ -34,5 +34,15 @@ class VarianceControlledKnobs(ObjectiveKnobs):
 
 
 COMPONENT = Component(
-    "variance-controlled", "component:VarianceControlled", knobs=VarianceControlledKnobs, acts_when="off-policy"
+    "variance-controlled",
+    "component:VarianceControlled",
+    knobs=VarianceControlledKnobs,
+    acts_when="off-policy",
+    checked=Checked(
+        presets="vcpo",
+        paper="Huang et al. 2026 (VCPO, abstract)",
+        how="documented choice: the rate scaled linearly by the ESS",
+        card="vcpo.md",
+        quote="the power 1 (rate ∝ ESS) is this card's choice.",
+    ),
 )

@@ -9,6 +9,17 @@ The code: component.py (NoReplay).
 from __future__ import annotations
 
 from workers.knobs import Knobs
-from workers.registry import Component
+from workers.registry import Checked, Component
 
-COMPONENT = Component("none", "component:NoReplay", knobs=Knobs)
+COMPONENT = Component(
+    "none",
+    "component:NoReplay",
+    knobs=Knobs,
+    checked=Checked(
+        presets="grpo and every preset but dots, rorecomp",
+        paper="Shao et al. 2024",
+        how="paper form",
+        card="grpo.md",
+        quote="then dropped (`replay: none`)",
+    ),
+)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from workers.knobs import Knobs
-from workers.registry import Component
+from workers.registry import Checked, Component
 
 
 class RolloutReplayKnobs(Knobs):
@@ -21,4 +21,16 @@ class RolloutReplayKnobs(Knobs):
     )
 
 
-COMPONENT = Component("rollout-replay", "component:RolloutReplay", knobs=RolloutReplayKnobs, reuses_samples=True)
+COMPONENT = Component(
+    "rollout-replay",
+    "component:RolloutReplay",
+    knobs=RolloutReplayKnobs,
+    reuses_samples=True,
+    checked=Checked(
+        presets="dots",
+        paper="DOTS 2025 (abstract)",
+        how="documented choice: a uniform draw from the first-in first-out buffer",
+        card="dots.md",
+        quote="Replay draws uniformly from the buffer.",
+    ),
+)

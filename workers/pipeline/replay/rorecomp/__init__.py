@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from workers.knobs import Knobs
-from workers.registry import Component
+from workers.registry import Checked, Component
 
 
 class RoRecompKnobs(Knobs):
@@ -23,4 +23,16 @@ class RoRecompKnobs(Knobs):
     )
 
 
-COMPONENT = Component("rorecomp", "component:RolloutRecomposition", knobs=RoRecompKnobs, reuses_samples=True)
+COMPONENT = Component(
+    "rorecomp",
+    "component:RolloutRecomposition",
+    knobs=RoRecompKnobs,
+    reuses_samples=True,
+    checked=Checked(
+        presets="rorecomp",
+        paper="RoRecomp 2025 (abstract)",
+        how="documented choice: the selection fraction, one half on either side (lower and upper median)",
+        card="rorecomp.md",
+        quote="fraction is this card's: one half",
+    ),
+)
