@@ -63,7 +63,9 @@ def test_the_record_holds_what_produced_the_run(tmp_path):
     trainer = Trainer(small_config(schedule={"steps": 2}), reporter, artifacts_dir=tmp_path)
     trainer.run()
     record = trainer.environment
-    assert record["capture_seconds"] < 2
+    # the record says what it cost; the 2-second target is bench/audit_capture.py's (a timed assertion here failed
+    # only when the machine was loaded: make test runs two sessions at once)
+    assert 0 < record["capture_seconds"] < 60
     assert {"code", "packages", "torch", "gpu", "cpu", "host", "env", "seeds", "config", "config_hash",
             "dataset_fingerprint", "initial_weights_sha256", "determinism"} <= set(record)  # fmt: skip
     stream = json.loads((tmp_path / "data_stream.json").read_text())
