@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from rolloutlab.runs import services
+from rolloutlab.execution import services
 from rolloutlab.runs.models import LogLine, Run, Transition
 from tests.platform.conftest import SMALL_RUN, browser_page, fill_knob, open_section
 from tests.platform.live import LOGS, Stack, free_port, wait_until
