@@ -60,7 +60,7 @@ def setup_django(database: str) -> dict[str, str]:
 def make_run(name: str, state: str = "running"):
     from django.contrib.auth import get_user_model
 
-    from rolloutlab.accounts.access import project_for_launch
+    from rolloutlab.runs.access import project_for_launch
     from rolloutlab.runs.models import Run
 
     user, _ = get_user_model().objects.get_or_create(username="bench")

@@ -36,8 +36,8 @@ def time_ours(values: np.ndarray) -> float:
     """Seconds for the Reporter to take every step and commit it; checks the points landed."""
     from channels.layers import get_channel_layer
 
+    from rolloutlab.execution.reporter import PlatformReporter
     from rolloutlab.metrics.models import MetricPoint
-    from rolloutlab.runs.reporter import PlatformReporter
 
     get_channel_layer()  # its backend is imported on first use: a once-a-process cost, like MLflow's set-up
     run = make_run("ingest")

@@ -88,8 +88,8 @@ def main() -> None:
     empty_queue()
     from django.contrib.auth import get_user_model
 
-    from rolloutlab.accounts.access import project_for_launch
     from rolloutlab.accounts.services import issue_token
+    from rolloutlab.runs.access import project_for_launch
 
     user = get_user_model().objects.create_user("bench")
     project_for_launch(user, "bench")

@@ -59,7 +59,7 @@ def poll(url: str, cookie: str, arrivals: list, stop: threading.Event) -> None:
 
 
 def report(run_id: int, reported: dict) -> None:
-    from rolloutlab.runs.reporter import PlatformReporter
+    from rolloutlab.execution.reporter import PlatformReporter
 
     reporter = PlatformReporter(run_id)
     for step in range(STEPS):

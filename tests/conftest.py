@@ -75,6 +75,6 @@ def alice_client(client, alice):
 
 def project_of(user, name: str = "p"):
     """A project in the user's own team (made if they have none), as a launch from the browser would make."""
-    from rolloutlab.accounts.access import project_for_launch
+    from rolloutlab.runs.access import project_for_launch
 
     return project_for_launch(user, name)

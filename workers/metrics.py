@@ -108,7 +108,7 @@ PROMPTS_FRAC_SOLVED = "prompts/frac_solved"
 PROMPTS_FRAC_UNSOLVED = "prompts/frac_unsolved"
 
 
-# namespaces, for code that maps or matches names by their first part (rolloutlab.integrations.trl)
+# namespaces, for code that maps or matches names by their first part (rolloutlab_client.integrations.trl)
 REWARD_PREFIX = "reward/"
 COMPLETIONS_PREFIX = "completions/"
 EVAL_PREFIX = "eval/"

@@ -14,8 +14,8 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from rolloutlab.execution.monitor import start_monitor  # noqa: E402
 from rolloutlab.outages import SocketOutages  # noqa: E402
-from rolloutlab.runs.monitor import start_monitor  # noqa: E402
 from rolloutlab.runs.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(

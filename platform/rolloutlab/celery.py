@@ -11,4 +11,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rolloutlab.settings")
 
 app = Celery("rolloutlab")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks()
+app.autodiscover_tasks()  # each installed app's tasks.py
+# the execution side is a package, not an app (it holds no models): its tasks are named here
+app.autodiscover_tasks(["rolloutlab.execution"])

@@ -15,7 +15,7 @@ from django.shortcuts import render
 from ninja import Path
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, ValidationError
 
-from rolloutlab.wire import MAX_INT32, MetricName, printable  # shared with the client, which imports no Django
+from rolloutlab_client.wire import MAX_INT32, MetricName, printable  # shared with the client, which imports no Django
 
 MAX_ID = 2**63 - 1  # the primary keys are bigint
 

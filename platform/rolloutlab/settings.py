@@ -234,9 +234,9 @@ RUN_MAX_ATTEMPTS = envint("RUN_MAX_ATTEMPTS", 3)
 if RUN_MAX_ATTEMPTS < 1:
     raise ImproperlyConfigured(f"RUN_MAX_ATTEMPTS must be at least 1, not {RUN_MAX_ATTEMPTS}")
 # A queued run whose wake-up the broker no longer holds is sent again once it has waited this long
-# (runs.dispatch.resend_lost): long enough that a message being sent is never taken for a lost one.
+# (execution.dispatch.resend_lost): long enough that a message being sent is never taken for a lost one.
 QUEUE_RECONCILE_AFTER_S = envint("QUEUE_RECONCILE_AFTER_S", 60)
-# an external run (rolloutlab.client) that reports nothing for this long is marked lost
+# an external run (rolloutlab_client.client) that reports nothing for this long is marked lost
 EXTERNAL_RUN_TIMEOUT_S = envint("EXTERNAL_RUN_TIMEOUT_S", 600)
 METRIC_FLUSH_INTERVAL_MS = envint("METRIC_FLUSH_INTERVAL_MS", 50)
 # A worker's writes while the database is unreachable: retried with backoff up to REPORTER_RETRY_MAX_S

@@ -10,10 +10,10 @@ from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
 
+from rolloutlab import realtime
 from rolloutlab.accounts.access import role_of
 from rolloutlab.accounts.models import ApiToken, Membership, Role, Team
 from rolloutlab.inputs import UserInputError
-from rolloutlab.metrics import realtime
 
 
 def issue_token(user, name: str, days: int | None) -> tuple[ApiToken, str]:

@@ -19,11 +19,10 @@ from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
 
+from rolloutlab import realtime
 from rolloutlab.accounts import activity
 from rolloutlab.accounts.access import Action, may
 from rolloutlab.accounts.models import Role, ShareLink
-from rolloutlab.metrics import realtime
-from rolloutlab.runs.models import Run
 
 SALT = "rolloutlab.share-link"
 MAX_DAYS = 90
@@ -47,8 +46,8 @@ class ShareGrant:
         return Role.VIEWER if team_id == self.team_id else None
 
 
-def create_link(user, kind: str, runs: list[Run], query: str = "", days: int = 7) -> tuple[ShareLink, str]:
-    """A link to `runs` (all of one team, all visible to the user, who must be at least a member)."""
+def create_link(user, kind: str, runs: list, query: str = "", days: int = 7) -> tuple[ShareLink, str]:
+    """A link to `runs` (Run rows, all of one team, all visible to the user, who must be at least a member)."""
     teams = {run.project.team_id for run in runs}
     if len(teams) != 1:
         raise PermissionDenied("a share link shows the runs of one team")

@@ -11,12 +11,13 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from pydantic import Field, ValidationError
 
 from rolloutlab.accounts import services, sharing
-from rolloutlab.accounts.access import get_project_for_user, get_run_for_user, get_runs_for_user, role_of, visible_teams
+from rolloutlab.accounts.access import role_of, visible_teams
 from rolloutlab.accounts.models import Activity, ApiToken, Role
 from rolloutlab.compare.permalink import parse_view
 from rolloutlab.compare.presenters import compare_page_context
 from rolloutlab.inputs import Strict, UserInputError, field_errors, text
-from rolloutlab.runs.models import Run
+from rolloutlab.metrics.charts import chart_context
+from rolloutlab.runs.access import get_project_for_user, get_run_for_user, get_runs_for_user
 from rolloutlab.runs.presenters import run_page_context
 
 
@@ -108,8 +109,10 @@ def shared(request, token: str):
     """A share link's read-only page: its run, or its comparison; no login, nothing else reachable."""
     grant = sharing.open_grant(token)
     if grant.link.kind == "run":
-        run = get_run_for_user(grant, grant.run_ids[0], queryset=Run.objects.select_related("project", "owner"))
-        return render(request, "runs/detail.html", {**run_page_context(run), "share_token": token})
+        run = get_run_for_user(grant, grant.run_ids[0])
+        return render(
+            request, "runs/detail.html", {**run_page_context(run), **chart_context(run), "share_token": token}
+        )
     view = parse_view(QueryDict(grant.link.query))
     context = compare_page_context(view, get_runs_for_user(grant, view.runs))
     return render(request, "compare/compare.html", {**context, "share_token": token})

@@ -5,5 +5,5 @@ class AlertsConfig(AppConfig):
     name = "rolloutlab.alerts"
 
     def ready(self):
-        # the runs app knows nothing of alerts: it announces a run's end and its points, the alerts listen
+        # the execution side knows nothing of alerts: it announces a run's end and its points, the alerts listen
         from rolloutlab.alerts import receivers  # noqa: F401  (connects the receivers)

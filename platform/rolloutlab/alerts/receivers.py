@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.dispatch import receiver
 
 from rolloutlab.alerts.services import points_alerts, run_ended_alerts
-from rolloutlab.runs.lifecycle import points_written, run_ended
+from rolloutlab.execution.lifecycle import points_written, run_ended
 
 
 @receiver(run_ended, dispatch_uid="alerts-run-ended")

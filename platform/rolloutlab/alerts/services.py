@@ -2,8 +2,8 @@
 
     rule = create_rule(user, project, RuleIn(kind="metric", metric="policy/loss", above=True, threshold=10,
                                              emails=["me@example.org"]))
-    run_ended_alerts(run_id)                      # rolloutlab.alerts.receivers, on runs.lifecycle.run_ended
-    points_alerts(run_id, names, steps, values)   # ... on runs.lifecycle.points_written
+    run_ended_alerts(run_id)                      # rolloutlab.alerts.receivers, on execution.lifecycle.run_ended
+    points_alerts(run_id, names, steps, values)   # ... on execution.lifecycle.points_written
 
 A rule fires at most once per run (AlertEvent's unique rule and run), after the commit that made it fire, and its
 delivery (Django's mail backend, a webhook POST) runs in a thread of its own: a slow mail server or webhook never

@@ -10,11 +10,12 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 from pydantic import ValidationError
 
-from rolloutlab.accounts.access import Action, get_project_for_user, may
+from rolloutlab.accounts.access import Action, may
 from rolloutlab.alerts import services
 from rolloutlab.alerts.models import AlertEvent, AlertRule
 from rolloutlab.inputs import UserInputError, field_errors
-from rolloutlab.runs.models import FINAL_STATES, Run
+from rolloutlab.runs.access import get_project_for_user, visible_runs
+from rolloutlab.runs.models import FINAL_STATES
 
 
 @login_required
@@ -36,7 +37,7 @@ def project_page(request, project_id: int):
         "project": project,
         "rules": AlertRule.objects.filter(project=project).annotate(fired=Count("events")),
         "events": AlertEvent.objects.filter(rule__project=project).select_related("rule", "run")[:50],
-        "runs": Run.objects.filter(project=project).order_by("-id")[:20],
+        "runs": visible_runs(request.user).filter(project=project).order_by("-id")[:20],
         "may_add": may(request.user, Action.LAUNCH, project.team_id),
         "states": FINAL_STATES,
         "errors": errors,

@@ -10,12 +10,13 @@ from django.http import HttpResponse
 from ninja import Query, Router, Status
 from pydantic import Field
 
-from rolloutlab.accounts.access import Action, get_run_for_user, project_for_launch
+from rolloutlab.accounts.access import Action
 from rolloutlab.accounts.auth import READERS
 from rolloutlab.audit import services
 from rolloutlab.audit.models import Verification
 from rolloutlab.audit.uploads import bundle_upload
 from rolloutlab.inputs import ProjectName, RunId, RunPair, Strict, UserInputError, answers, file_response
+from rolloutlab.runs.access import get_run_for_user, project_for_launch
 from rolloutlab.runs.serializers import run_json
 
 router = Router(tags=["audit"])

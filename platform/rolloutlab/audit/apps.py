@@ -5,7 +5,7 @@ class AuditConfig(AppConfig):
     name = "rolloutlab.audit"
 
     def ready(self):
-        # the runs app knows nothing of the audit: it announces a run's life, the audit listens
+        # the execution side knows nothing of the audit: it announces a run's life, the audit listens
         from rolloutlab.audit import receivers  # noqa: F401  (connects the receivers)
         from rolloutlab.audit.signing import check_settings
 

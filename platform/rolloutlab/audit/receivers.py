@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.dispatch import receiver
 
 from rolloutlab.audit.services import complete_verification, keep_record
-from rolloutlab.runs.lifecycle import artifact_reported, run_ended
+from rolloutlab.execution.lifecycle import artifact_reported, run_ended
 
 
 @receiver(artifact_reported, dispatch_uid="audit-keep-record")

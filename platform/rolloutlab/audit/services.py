@@ -13,11 +13,11 @@ from rolloutlab.accounts import activity
 from rolloutlab.accounts.access import is_member
 from rolloutlab.audit.models import AuditRecord, Verification
 from rolloutlab.audit.signing import deployment_key, trusted_keys
+from rolloutlab.execution import services as execution
 from rolloutlab.inputs import UserInputError
 from rolloutlab.metrics.ingest import write_columns
 from rolloutlab.metrics.models import MetricKey, MetricPoint
-from rolloutlab.metrics.realtime import notify
-from rolloutlab.runs import services as runs
+from rolloutlab.realtime import notify
 from rolloutlab.runs.models import FINAL_STATES, Artifact, Project, Run, Sample, State, Transition
 from workers import bundle as bundles
 from workers import metrics as metric
@@ -59,7 +59,7 @@ def verify(run: Run, user) -> Verification:
     if run.state != State.SUCCEEDED:
         raise UserInputError(f"only a succeeded run can be verified; this one is {run.state}", status=409)
     with transaction.atomic():
-        rerun = runs.rerun(run, user)
+        rerun = execution.rerun(run, user)
         Run.objects.filter(id=rerun.id).update(name=f"{run.name} (verify)")
         activity.note(user, "verified", run.project, activity.run_subject(run))
         return Verification.objects.create(original=run, rerun=rerun, requested_by=user)
@@ -142,7 +142,7 @@ def imported_config(bundle: Bundle) -> RunConfig:
 
     The run ceilings are left to a rerun (Verify): an imported run does not execute here."""
     try:
-        return runs.validate_config(bundle.config, ceilings=False)
+        return execution.validate_config(bundle.config, ceilings=False)
     except ConfigError as exc:
         where = "; ".join(f"{field}: {message}" for field, message in exc.fields.items()) or str(exc)
         raise BundleError(f"config.yaml: {where}") from None

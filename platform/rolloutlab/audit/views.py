@@ -9,11 +9,12 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from rolloutlab.accounts.access import Action, get_run_for_user, home_team, project_for_launch, visible_runs
+from rolloutlab.accounts.access import Action, home_team
 from rolloutlab.audit import services
 from rolloutlab.audit.models import AuditRecord, Verification
 from rolloutlab.audit.uploads import bundle_upload
 from rolloutlab.inputs import ProjectName, RunPair, Strict, UserInputError, page_inputs
+from rolloutlab.runs.access import get_run_for_user, project_for_launch, visible_runs
 from workers.bundle import BundleError
 
 

@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 from rolloutlab.compare.stats import BANDS, DEFAULT_BAND
+from rolloutlab.runs.table import MAX_COMPARED as MAX_RUNS
 from workers import metrics as metric
 
 X_AXES = {"step": None, "tokens": metric.ROLLOUT_TOKENS, "seconds": metric.WALL_S}
 DEFAULT_METRICS = [metric.PASS_AT_1, metric.REWARD_MEAN]
-MAX_RUNS, MAX_METRICS = 200, 12
+MAX_METRICS = 12
 _METRIC = re.compile(r"[A-Za-z][\w@./-]{0,199}")
 _GROUP = re.compile(r"[A-Za-z_][A-Za-z0-9_.@-]{0,129}")  # a dotted config knob path, as flatten() writes it
 TARGET_BOUND = 1e12  # a target beyond this is a typo: no metric of a run reaches it

@@ -21,10 +21,10 @@ from collections import defaultdict
 import numpy as np
 from django.db.models import Count, Q, QuerySet
 
-from rolloutlab.accounts.access import get_experiment_for_user, get_runs_for_user, visible_experiments
 from rolloutlab.compare import stats
 from rolloutlab.compare.permalink import X_AXES, BadView, View
 from rolloutlab.metrics.series import first_reaching, read_many, values_at
+from rolloutlab.runs.access import get_experiment_for_user, get_runs_for_user, visible_experiments
 from rolloutlab.runs.models import Experiment, Project, Run, State
 from workers import metrics  # not `as metric`: the functions here name a metric `metric`
 

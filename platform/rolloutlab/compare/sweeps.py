@@ -13,12 +13,12 @@ from dataclasses import dataclass
 import yaml
 from django.db import transaction
 
-from rolloutlab.accounts.access import project_for_launch
+from rolloutlab.execution.forms import LaunchFields, parse_form
+from rolloutlab.execution.limits import check_active_runs
+from rolloutlab.execution.services import launch_run, validate_config
 from rolloutlab.inputs import UserInputError
-from rolloutlab.runs.forms import LaunchFields, parse_form
-from rolloutlab.runs.limits import check_active_runs
+from rolloutlab.runs.access import project_for_launch
 from rolloutlab.runs.models import Experiment
-from rolloutlab.runs.services import launch_run, validate_config
 from workers.config import METHODS, RunConfig, apply_override, resolve
 from workers.errors import ConfigError
 

@@ -15,14 +15,15 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from pydantic import BeforeValidator, Field, ValidationError
 
-from rolloutlab.accounts.access import get_experiment_for_user, get_project_for_user, home_team
+from rolloutlab.accounts.access import home_team
 from rolloutlab.accounts.sharing import create_link
 from rolloutlab.compare.permalink import BadView, parse_view
 from rolloutlab.compare.presenters import compare_page_context
 from rolloutlab.compare.service import INDEX_PAGE_SIZE, experiments_for_index, select_runs
 from rolloutlab.compare.sweeps import SweepError, launch_sweep, parse_sweep
+from rolloutlab.execution.forms import LaunchQuery, form_sections, launch_defaults
 from rolloutlab.inputs import Id, Strict, UserInputError, ascii_digits, bad_input_page, page_inputs, text
-from rolloutlab.runs.forms import LaunchQuery, form_sections, launch_defaults
+from rolloutlab.runs.access import get_experiment_for_user, get_project_for_user
 from rolloutlab.runs.models import State
 from rolloutlab.runs.presenters import ROW_METRICS
 from workers.config import METHODS

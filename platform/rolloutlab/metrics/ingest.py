@@ -6,7 +6,7 @@
 
 One call is one transaction: the points and their bucket aggregates commit together,
 so a reader never sees a bucket ahead of its points or the reverse. A non-finite
-value is stored as NULL with its kind (metrics/finite.py) and left out of the
+value is stored as NULL with its kind (rolloutlab/finite.py) and left out of the
 buckets. `skip_stored=True` makes a write idempotent: points whose (run, key, step)
 is already stored are left out, so a retried flush whose first try did commit
 (the acknowledgement was lost) writes nothing twice. The COPY
@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 from django.db import connection, transaction
 
-from rolloutlab.metrics import finite
+from rolloutlab import finite
 from rolloutlab.metrics.models import BUCKET_STEPS, MetricBucket, MetricKey, MetricPoint
 
 Row = tuple[str, int, float, float]  # (key name, step, value, wall time)

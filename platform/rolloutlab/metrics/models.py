@@ -1,7 +1,7 @@
 """Metric storage: one narrow table of points, and per-bucket aggregates for fast downsampled reads.
 
 Points are written with COPY (metrics/ingest.py); a non-finite value is stored
-as NULL with its kind (metrics/finite.py), and the buckets aggregate only the
+as NULL with its kind (rolloutlab/finite.py), and the buckets aggregate only the
 finite values. Every BUCKET_STEPS steps of a
 series also get one MetricBucket row holding min, max, sum and count, kept up
 to date in the same transaction, so a read of a million-point series

@@ -7,7 +7,7 @@ a bucket's max. Wide buckets are built from the stored MetricBucket aggregates
 (a few thousand rows for a million points); narrow ones from the points.
 
 A non-finite point (NaN, +inf, -inf) reads back as value null, and the series
-lists it under "nonfinite" as [step, kind name] (metrics/finite.py); the chart
+lists it under "nonfinite" as [step, kind name] (rolloutlab/finite.py); the chart
 draws a gap and a marker there. Downsampled values aggregate the finite points.
 """
 
@@ -17,7 +17,7 @@ import math
 
 from django.db import connection
 
-from rolloutlab.metrics import finite
+from rolloutlab import finite
 from rolloutlab.metrics.models import BUCKET_STEPS, MetricBucket, MetricKey, MetricPoint
 
 BACKFILL_LIMIT = 20_000  # points a reconnecting client may ask for before it should reload

@@ -1,7 +1,7 @@
 """The runs part of the JSON API: the same services as the pages, for scripts, the SDK and the pages' JavaScript.
 
 Each endpoint declares its inputs as bounded types (rolloutlab.inputs) and loads
-objects only through rolloutlab.accounts.access; errors are rolloutlab.api's.
+objects only through rolloutlab.runs.access; errors are rolloutlab.api's.
 """
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ from django.urls import reverse
 from ninja import Query, Router, Status
 from pydantic import Field, WithJsonSchema
 
-from rolloutlab.accounts.access import Action, get_run_for_user, project_for_launch
+from rolloutlab.accounts.access import Action
 from rolloutlab.accounts.auth import READERS
+from rolloutlab.execution import external
+from rolloutlab.execution import services as execution
 from rolloutlab.inputs import (
     MAX_ID,
     MetricName,
@@ -27,15 +29,16 @@ from rolloutlab.inputs import (
     UserInputError,
     answers,
 )
+from rolloutlab.metrics.charts import save_chart_choice
 from rolloutlab.metrics.rollouts import rollout_views
 from rolloutlab.metrics.series import read_series, run_keys
-from rolloutlab.runs import external, services, table
+from rolloutlab.runs import services, table
+from rolloutlab.runs.access import get_run_for_user, project_for_launch
 from rolloutlab.runs.inspector import Show, inspect_step
 from rolloutlab.runs.models import LogLine, Sample
-from rolloutlab.runs.presenters import save_chart_choice
 from rolloutlab.runs.queries import RunFilters, filtered_runs
 from rolloutlab.runs.serializers import run_detail_json, run_json
-from rolloutlab.wire import ExternalRunIn, ExternalRunOut, FinishIn, PointsIn, SamplesIn, StoredOut
+from rolloutlab_client.wire import ExternalRunIn, ExternalRunOut, FinishIn, PointsIn, SamplesIn, StoredOut
 from workers.config import input_schema, json_schema
 
 router = Router(tags=["runs"])
@@ -44,7 +47,7 @@ LIST_LIMIT = 500
 
 
 # The config's documented type is the run config's own JSON Schema (so the API's fuzzing reaches inside it);
-# what checks it is services.validate_config, the one entry point every way of launching passes through.
+# what checks it is execution.validate_config, the one entry point every way of launching passes through.
 RunConfigIn = Annotated[dict[str, Any], WithJsonSchema(input_schema())]
 
 
@@ -105,7 +108,7 @@ def runs(request, filters: Query[RunFilters]):
 def launch(request, payload: LaunchIn):
     user = request.auth
     project = project_for_launch(user, payload.project) if payload.project else None
-    run = services.launch_run(user, payload.config, project=project, name=payload.name, tags=payload.tags)
+    run = execution.launch_run(user, payload.config, project=project, name=payload.name, tags=payload.tags)
     return Status(201, run_json(run))
 
 
@@ -128,7 +131,7 @@ def delete(request, run_id: RunId):
 @router.post("/runs/{int:run_id}/cancel", response=answers({200: dict[str, Any]}))
 def cancel(request, run_id: RunId):
     run = get_run_for_user(request.auth, run_id, Action.CHANGE)
-    if not services.request_cancel(run, request.auth):
+    if not execution.request_cancel(run, request.auth):
         raise UserInputError(f"the run is {run.state}; there is nothing to cancel", status=409)
     return run_json(get_run_for_user(request.auth, run_id))
 
@@ -139,13 +142,13 @@ def cancel(request, run_id: RunId):
     summary="Queue a failed, cancelled or lost run again: it continues from its last checkpoint",
 )
 def resume(request, run_id: RunId):
-    run = services.resume_run(get_run_for_user(request.auth, run_id, Action.CHANGE), request.auth)
+    run = execution.resume_run(get_run_for_user(request.auth, run_id, Action.CHANGE), request.auth)
     return run_detail_json(run)
 
 
 @router.post("/runs/{int:run_id}/rerun", response=answers({201: dict[str, Any]}))
 def rerun(request, run_id: RunId):
-    return Status(201, run_json(services.rerun(get_run_for_user(request.auth, run_id, Action.CHANGE), request.auth)))
+    return Status(201, run_json(execution.rerun(get_run_for_user(request.auth, run_id, Action.CHANGE), request.auth)))
 
 
 @router.get("/runs/{int:run_id}/keys", auth=READERS, response=answers({200: dict[str, list[str]]}))
@@ -217,7 +220,7 @@ def edit(request, run_id: RunId, payload: table.RunEdit):
     return run_json(run)
 
 
-# ---------------------------------------------------------------- external runs (rolloutlab.client)
+# ---------------------------------------------------------------- external runs (rolloutlab_client.client)
 
 
 @router.post(

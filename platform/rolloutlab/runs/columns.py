@@ -20,7 +20,7 @@ from pydantic import AfterValidator, Field, ValidationError
 
 from rolloutlab.inputs import Strict, text
 from rolloutlab.runs.models import Run
-from rolloutlab.wire import MetricName
+from rolloutlab_client.wire import MetricName
 from workers import metrics as metric
 
 DURATION, ROLLOUT_TOKENS = "duration", "rollout_tokens"

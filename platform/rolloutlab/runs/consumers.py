@@ -27,12 +27,12 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from pydantic import Field, ValidationError
 
-from rolloutlab.accounts.access import visible_runs
+from rolloutlab import realtime
 from rolloutlab.accounts.sharing import grant_for
 from rolloutlab.inputs import MAX_ID, MAX_INT32, MetricName, Strict, field_errors
-from rolloutlab.metrics import realtime
 from rolloutlab.metrics.series import points_after
 from rolloutlab.outages import SocketOutages, service_down
+from rolloutlab.runs.access import can_see_run, get_run_for_user
 
 UNAVAILABLE = SocketOutages.CLOSE_CODE  # a service is away: reconnect in a moment
 
@@ -118,7 +118,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             user = grant_for(self.share_token)
             if user is None:
                 return False
-        return visible_runs(user).filter(id=self.run_id).exists()
+        return can_see_run(user, self.run_id)
 
     @database_sync_to_async
     def share_grant(self):
@@ -129,10 +129,10 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
 
     @database_sync_to_async
     def run_visible(self, user) -> bool:
-        return visible_runs(user).filter(id=self.run_id).exists()
+        return can_see_run(user, self.run_id)
 
     @database_sync_to_async
     def backlog(self, resume: dict[str, int]):
-        run = visible_runs(self.scope["user"]).get(id=self.run_id)
+        run = get_run_for_user(self.scope["user"], self.run_id)
         state = {"kind": "state", "state": run.state, "detail": run.detail, "step": run.step}
         return points_after(self.run_id, resume), state

@@ -5,7 +5,7 @@ from django.db import models
 
 
 class Project(models.Model):
-    """A team's project: who may see it is who belongs to its team (rolloutlab.accounts.access)."""
+    """A team's project: who may see it is who belongs to its team (rolloutlab.runs.access)."""
 
     team = models.ForeignKey("accounts.Team", on_delete=models.PROTECT, related_name="projects")
     name = models.CharField(max_length=100)
@@ -50,7 +50,7 @@ class State(models.TextChoices):
 
 
 FINAL_STATES = (State.SUCCEEDED, State.FAILED, State.CANCELLED, State.LOST)
-# the final states a user may resume a trainer run from (rolloutlab.runs.services.resume_run)
+# the final states a user may resume a trainer run from (rolloutlab.execution.services.resume_run)
 RESUMABLE_STATES = (State.FAILED, State.CANCELLED, State.LOST)
 
 # queued -> running -> succeeded | failed | cancelled, and lost when the worker stops heartbeating
@@ -76,7 +76,7 @@ EXTERNAL_TRANSITIONS = {
 
 class Kind(models.TextChoices):
     TRAINER = "trainer"  # launched here, executed by a worker's trainer
-    EXTERNAL = "external"  # a script's own training loop, reporting through rolloutlab.client
+    EXTERNAL = "external"  # a script's own training loop, reporting through rolloutlab_client.client
 
 
 TRANSITIONS = {Kind.TRAINER: TRAINER_TRANSITIONS, Kind.EXTERNAL: EXTERNAL_TRANSITIONS}

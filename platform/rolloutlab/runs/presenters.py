@@ -1,4 +1,7 @@
-"""What a run's page shows: one context for a member's page and a share link's read-only view."""
+"""What a run's page shows of its record: one context for a member's page and a share link's read-only view.
+
+Its charts are the metrics app's (rolloutlab.metrics.charts.chart_context): a page view adds them.
+"""
 
 from __future__ import annotations
 
@@ -8,30 +11,21 @@ from django.utils import timezone
 
 from rolloutlab.accounts.models import ShareLink
 from rolloutlab.accounts.sharing import url_token
-from rolloutlab.metrics.models import ChartChoice
-from rolloutlab.metrics.series import run_keys
 from rolloutlab.runs import services
-from rolloutlab.runs.models import FINAL_STATES, RESUMABLE_STATES, Kind, Run, State
+from rolloutlab.runs.models import RESUMABLE_STATES, Kind, Run, State
 from workers import metrics as metric
 from workers.config import RunConfig
 
-DEFAULT_CHARTS = [metric.REWARD_MEAN, metric.PASS_AT_1, metric.LOSS, metric.ROLLOUT_TOKENS_PER_S]
 # the two metric columns of a runs table (runs list, experiment), for its template and runs_list.js (data-metric)
 ROW_METRICS = {"pass1_metric": metric.PASS_AT_1, "reward_metric": metric.REWARD_MEAN}
 
 
-def run_page_context(run: Run, user=None) -> dict:
-    """What the run page shows; `user` (none on a shared link) opens it with the charts they last chose in the
-    run's project. A run that failed before recording a metric shows no empty charts."""
-    keys = run_keys(run.id)
+def run_page_context(run: Run) -> dict:
+    """What the run page shows of the run's record: its config, states, attempts, logs, artifacts, samples."""
     return {
         "run": run,
         "config_yaml": yaml.safe_dump(run.config, sort_keys=False),
-        "keys": keys,
-        "charts": chosen_charts(run, user, keys),
-        "system_charts": [key for key in metric.SYSTEM_CHARTS if key in keys],  # those the worker sampled
         "failed": run.state in (State.FAILED, State.LOST),
-        "default_charts": DEFAULT_CHARTS,
         "transitions": run.transitions.all(),
         "attempts": list(run.attempts.all()),  # shown when there is more than one
         "resumable": run.kind == Kind.TRAINER and run.state in RESUMABLE_STATES and not services.imported(run),
@@ -46,27 +40,6 @@ def run_page_context(run: Run, user=None) -> dict:
         "eval_every": RunConfig.model_validate(run.config).eval.every if run.kind == Kind.TRAINER else 0,
         "eval_seconds": run.summary.get(metric.EVAL_S) or 0.0,  # the last evaluation's: the ETA counts those due
     }
-
-
-def chosen_charts(run: Run, user, keys: list[str]) -> list[str]:
-    """The user's saved choice for the run's project, else the default charts: all of them while the run may still
-    report (a page opened after its first evaluation still gets its reward and loss charts, which fill in live),
-    those it has once it ended; none for a failed run without metrics."""
-    saved = None
-    if user is not None and user.is_authenticated:
-        saved = ChartChoice.objects.filter(user=user, project_id=run.project_id).values_list("keys", flat=True).first()
-    if saved is not None:
-        return list(saved)
-    if run.state in (State.FAILED, State.LOST) and not keys:
-        return []
-    if run.state not in FINAL_STATES:
-        return list(DEFAULT_CHARTS)
-    return [k for k in DEFAULT_CHARTS if k in keys] or DEFAULT_CHARTS
-
-
-def save_chart_choice(run: Run, user, keys: list[str]) -> list[str]:
-    ChartChoice.objects.update_or_create(user=user, project_id=run.project_id, defaults={"keys": keys})
-    return keys
 
 
 def live_share_links(run: Run) -> list[tuple[ShareLink, str]]:

@@ -7,8 +7,8 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 from pydantic import Field, field_validator, model_validator
 
-from rolloutlab.accounts.access import visible_runs
 from rolloutlab.inputs import Id, MetricName, Name, ProjectName, Strict, TagName, text
+from rolloutlab.runs.access import visible_runs
 from rolloutlab.runs.models import Run, State
 
 FILTERS = {"project": "project__name", "method": "method", "state": "state", "tag": "tags__name"}

@@ -16,15 +16,18 @@ from django.urls import reverse
 from pydantic import Field, model_validator
 
 from rolloutlab.accounts import activity
-from rolloutlab.accounts.access import Action, get_runs_for_user, may, visible_projects
-from rolloutlab.compare.permalink import MAX_RUNS as MAX_COMPARED
+from rolloutlab.accounts.access import Action, may
 from rolloutlab.inputs import Id, Strict, TagName, UserInputError, text
 from rolloutlab.runs import services
+from rolloutlab.runs.access import get_runs_for_user, visible_projects
 from rolloutlab.runs.columns import DEFAULT_COLUMNS, ViewIn, available_columns, column, table_rows
 from rolloutlab.runs.models import Run, SavedView, Tag
 
 MAX_NOTES = 5000
 MAX_SELECTED = 500
+# the most runs one comparison shows: the table refuses more before opening it, and the compare page
+# (rolloutlab.compare.permalink) refuses a view of more
+MAX_COMPARED = 200
 CONFIRMED_ACTIONS = ("tag", "archive", "unarchive", "delete")  # those that change runs
 
 
@@ -99,7 +102,7 @@ def missing_parts(order: BulkIn, ids: list[int]) -> dict[str, str]:
 
 
 def runs_seen_by(user, ids: list[int]) -> list[Run]:
-    """The runs, in the order given, through the one door to a user's runs (accounts/access.py); its 404 says that
+    """The runs, in the order given, through the one door to a user's runs (runs/access.py); its 404 says that
     the bulk action changed nothing."""
     try:
         return get_runs_for_user(user, ids)

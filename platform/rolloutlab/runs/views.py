@@ -12,19 +12,11 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from rolloutlab.accounts.access import (
-    Action,
-    get_run_for_user,
-    home_team,
-    project_for_launch,
-    visible_projects,
-    visible_runs,
-)
+from rolloutlab.accounts.access import Action, home_team
 from rolloutlab.accounts.sharing import create_link
 from rolloutlab.audit import trust
-from rolloutlab.inputs import UserInputError, bad_input_page, page_inputs
-from rolloutlab.runs import services, table
-from rolloutlab.runs.forms import (
+from rolloutlab.execution import services as execution
+from rolloutlab.execution.forms import (
     LaunchFields,
     LaunchQuery,
     ShareForm,
@@ -38,6 +30,10 @@ from rolloutlab.runs.forms import (
     preset_values,
     schedule_warnings,
 )
+from rolloutlab.inputs import UserInputError, bad_input_page, page_inputs
+from rolloutlab.metrics.charts import chart_context
+from rolloutlab.runs import services, table
+from rolloutlab.runs.access import get_run_for_user, project_for_launch, visible_projects, visible_runs
 from rolloutlab.runs.models import Run, State, Tag
 from rolloutlab.runs.presenters import ROW_METRICS, live_share_links, run_page_context
 from rolloutlab.runs.queries import RunFilters, filtered_runs
@@ -96,7 +92,7 @@ def launch(request, query: LaunchQuery):
             try:
                 about = LaunchFields.from_post(request.POST)
                 project = project_for_launch(request.user, about.project)
-                run = services.launch_run(request.user, raw, project=project, name=about.name, tags=about.tags)
+                run = execution.launch_run(request.user, raw, project=project, name=about.name, tags=about.tags)
                 return redirect("runs:detail", run_id=run.id)
             except (ConfigError, UserInputError) as exc:
                 errors = exc.fields
@@ -157,7 +153,7 @@ def launch_warnings(request):
 @require_GET
 def run_detail(request, run_id: int):
     run = get_run_for_user(request.user, run_id, queryset=Run.objects.select_related("project", "owner", "parent"))
-    context = {**run_page_context(run, request.user), "share_links": live_share_links(run)}
+    context = {**run_page_context(run), **chart_context(run, request.user), "share_links": live_share_links(run)}
     return render(request, "runs/detail.html", context)
 
 
@@ -165,7 +161,7 @@ def run_detail(request, run_id: int):
 @require_POST
 def cancel(request, run_id: int):
     run = get_run_for_user(request.user, run_id, Action.CHANGE)
-    if services.request_cancel(run, request.user):
+    if execution.request_cancel(run, request.user):
         run.refresh_from_db()
         messages.info(
             request,
@@ -181,7 +177,7 @@ def cancel(request, run_id: int):
 def resume(request, run_id: int):
     run = get_run_for_user(request.user, run_id, Action.CHANGE)
     try:
-        services.resume_run(run, request.user)
+        execution.resume_run(run, request.user)
     except UserInputError as exc:
         messages.warning(request, exc.message)
     else:
@@ -194,7 +190,7 @@ def resume(request, run_id: int):
 def rerun(request, run_id: int):
     run = get_run_for_user(request.user, run_id, Action.CHANGE)
     try:
-        new = services.rerun(run, request.user)
+        new = execution.rerun(run, request.user)
     except UserInputError as exc:
         messages.warning(request, exc.message)
         return redirect("runs:detail", run_id=run.id)

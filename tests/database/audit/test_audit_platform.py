@@ -15,9 +15,9 @@ from django.utils import timezone
 
 from rolloutlab.audit import services
 from rolloutlab.audit.models import AuditRecord, Verification
-from rolloutlab.runs import lifecycle
-from rolloutlab.runs import services as runs
-from rolloutlab.runs.executor import execute
+from rolloutlab.execution import lifecycle
+from rolloutlab.execution import services as execution
+from rolloutlab.execution.executor import execute
 from rolloutlab.runs.models import Run
 from tests.conftest import REPO
 from tests.support.platform_fixtures import SMALL_RUN
@@ -33,11 +33,11 @@ RUN = {**SMALL_RUN, "schedule": {**SMALL_RUN["schedule"], "steps": 4, "save_fina
 def run_in_process(monkeypatch, settings, tmp_path):
     """Queued runs are executed here, by the same executor a Celery worker calls."""
     settings.STORAGE_ROOT = tmp_path / "storage"
-    monkeypatch.setattr("rolloutlab.runs.services.submit", lambda run_id: None)
+    monkeypatch.setattr("rolloutlab.execution.services.submit", lambda run_id: None)
 
 
 def launched(user, config=RUN):
-    run = runs.launch_run(user, config)
+    run = execution.launch_run(user, config)
     assert execute(run.id) == "succeeded", Run.objects.get(id=run.id).detail
     return Run.objects.get(id=run.id)
 
@@ -134,7 +134,7 @@ def test_one_changed_knob_is_reported_at_its_first_divergence(alice):
 
 
 def test_only_a_succeeded_run_can_be_verified(alice, alice_client):
-    run = runs.launch_run(alice, RUN)
+    run = execution.launch_run(alice, RUN)
     assert alice_client.post(f"/api/runs/{run.id}/verify").status_code == 409
     assert Run.objects.count() == 1
 

@@ -10,7 +10,7 @@ import pytest
 
 from rolloutlab.audit import signing
 from rolloutlab.audit.models import AuditRecord
-from rolloutlab.runs.executor import execute
+from rolloutlab.execution.executor import execute
 from rolloutlab.runs.models import Run
 from tests.offline.engine.bundles import many_members_bomb, members, resealed, rss_growth, small_bundle, zeros_bomb
 from tests.offline.engine.test_bundle_safety import GOOD_METRICS, parquet
@@ -169,7 +169,7 @@ def test_a_malformed_member_is_refused_by_name_and_nothing_is_written(alice_clie
 def test_verify_reruns_an_unverified_import_and_its_verdict_replaces_the_badge(alice, alice_client, monkeypatch):
     from tests.database.audit.test_audit_platform import launched
 
-    monkeypatch.setattr("rolloutlab.runs.services.submit", lambda run_id: None)
+    monkeypatch.setattr("rolloutlab.execution.services.submit", lambda run_id: None)
     original = launched(alice)
     exported = alice_client.get(f"/api/runs/{original.id}/bundle").content
     unsigned = resealed(exported, {}, keep_signature=False)

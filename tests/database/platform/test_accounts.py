@@ -6,8 +6,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from rolloutlab.accounts.access import project_for_launch
 from rolloutlab.accounts.models import Activity, Membership
+from rolloutlab.runs.access import project_for_launch
 
 pytestmark = pytest.mark.django_db
 
@@ -27,10 +27,10 @@ def test_demo_user_joins_a_team_with_a_role():
 
 
 def test_a_user_without_a_team_gets_their_own_and_launches_are_logged(alice, monkeypatch):
-    from rolloutlab.runs.services import launch_run
+    from rolloutlab.execution.services import launch_run
     from tests.support.platform_fixtures import SMALL_RUN
 
-    monkeypatch.setattr("rolloutlab.runs.services.submit", lambda run_id: None)
+    monkeypatch.setattr("rolloutlab.execution.services.submit", lambda run_id: None)
     project = project_for_launch(alice, "arith")
     assert project.team.memberships.get().user == alice
     run = launch_run(alice, SMALL_RUN, project=project)
@@ -73,10 +73,10 @@ def test_a_team_admin_adds_and_promotes_members_and_keeps_one_admin(alice_client
 
 
 def test_the_activity_page_logs_launch_and_cancel_per_project(alice_client, alice, monkeypatch):
-    from rolloutlab.runs.services import launch_run, request_cancel
+    from rolloutlab.execution.services import launch_run, request_cancel
     from tests.support.platform_fixtures import SMALL_RUN
 
-    monkeypatch.setattr("rolloutlab.runs.services.submit", lambda run_id: None)
+    monkeypatch.setattr("rolloutlab.execution.services.submit", lambda run_id: None)
     project = project_for_launch(alice, "logged")
     run = launch_run(alice, SMALL_RUN, project=project, name="watched")
     request_cancel(run, alice)

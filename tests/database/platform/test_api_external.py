@@ -10,11 +10,11 @@ from channels.layers import get_channel_layer
 from django.utils import timezone
 
 from rolloutlab.accounts.models import Membership, Role
+from rolloutlab.execution.lifecycle import mark_lost_runs
 from rolloutlab.metrics.models import MetricBucket, MetricPoint
-from rolloutlab.metrics.realtime import run_group
-from rolloutlab.runs.lifecycle import mark_lost_runs
+from rolloutlab.realtime import run_group
 from rolloutlab.runs.models import Run, Sample, Transition
-from rolloutlab.wire import MAX_CONFIG_BYTES, MAX_POINTS
+from rolloutlab_client.wire import MAX_CONFIG_BYTES, MAX_POINTS
 from tests.conftest import project_of
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the points are announced on commit

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db
 def no_dispatch(monkeypatch):
     """These tests are about validation and records: nothing is executed."""
     sent = []
-    monkeypatch.setattr("rolloutlab.runs.services.submit", sent.append)
+    monkeypatch.setattr("rolloutlab.execution.services.submit", sent.append)
     return sent
 
 

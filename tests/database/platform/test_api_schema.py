@@ -43,7 +43,7 @@ def api_schema(db):
 @pytest.fixture
 def token(db, django_user_model, monkeypatch):
     """A user with a finished run (id reachable by the fuzzer's small integers too) and a token."""
-    monkeypatch.setattr("rolloutlab.runs.services.submit", lambda run_id: None)
+    monkeypatch.setattr("rolloutlab.execution.services.submit", lambda run_id: None)
     user = django_user_model.objects.create_user("fuzz")
     project = project_of(user)
     Run.objects.create(project=project, name="r", owner=user, config=small_config().model_dump(mode="json"),
@@ -95,7 +95,7 @@ def test_hostile_query_values_on_every_page_are_never_a_500(alice_client):
 
 @pytest.mark.django_db
 def test_hostile_form_fields_are_never_a_500_and_launch_nothing(alice_client, monkeypatch):
-    monkeypatch.setattr("rolloutlab.runs.services.submit", lambda run_id: None)
+    monkeypatch.setattr("rolloutlab.execution.services.submit", lambda run_id: None)
     fields = ["name", "tags", "project", "seed", "rollout.group_size", "optimizer.lr", "task.path", "reward.weights"]
     for field in fields:
         for value in HOSTILE:
@@ -165,7 +165,7 @@ def test_unknown_endpoints_and_methods_answer_in_json(alice_client):
 def test_a_session_request_must_pass_csrf_whatever_authorization_header_it_sends(alice, monkeypatch):
     from django.test import Client
 
-    monkeypatch.setattr("rolloutlab.runs.services.submit", lambda run_id: None)
+    monkeypatch.setattr("rolloutlab.execution.services.submit", lambda run_id: None)
     client = Client(enforce_csrf_checks=True)
     client.force_login(alice)
     body = json.dumps({"config": {}})

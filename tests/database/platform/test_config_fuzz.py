@@ -162,9 +162,9 @@ GENERATED = 1000  # configs per mode: valid by the document, then invalid; 2,000
 def test_configs_generated_from_the_schema_are_never_a_500_and_every_refusal_names_a_field(
     launch_operation, django_user_model, monkeypatch
 ):
-    monkeypatch.setattr("rolloutlab.runs.services.submit", lambda run_id: None)
-    monkeypatch.setattr("rolloutlab.runs.limits.check_active_runs", lambda user, adding=1: None)
-    monkeypatch.setattr("rolloutlab.runs.services.check_active_runs", lambda user, adding=1: None)
+    monkeypatch.setattr("rolloutlab.execution.services.submit", lambda run_id: None)
+    monkeypatch.setattr("rolloutlab.execution.limits.check_active_runs", lambda user, adding=1: None)
+    monkeypatch.setattr("rolloutlab.execution.services.check_active_runs", lambda user, adding=1: None)
     user = django_user_model.objects.create_user("fuzz")
     token = ApiToken.issue(user, "fuzz")[1]
     statuses: list[int] = []

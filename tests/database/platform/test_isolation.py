@@ -118,7 +118,7 @@ def team_world(name: str, owner, other_members=()):
 
 @pytest.fixture
 def world(django_user_model, monkeypatch):
-    monkeypatch.setattr("rolloutlab.runs.services.submit", lambda run_id: None)  # nothing executes here
+    monkeypatch.setattr("rolloutlab.execution.services.submit", lambda run_id: None)  # nothing executes here
     alice = django_user_model.objects.create_user("alice")
     bob = django_user_model.objects.create_user("bob")
     carol = django_user_model.objects.create_user("carol")  # a viewer of team B

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def no_dispatch(monkeypatch):
-    monkeypatch.setattr("rolloutlab.runs.services.submit", lambda run_id: None)
+    monkeypatch.setattr("rolloutlab.execution.services.submit", lambda run_id: None)
 
 
 def launch_form(client, query=""):
@@ -176,7 +176,7 @@ def test_a_preset_brings_its_papers_schedule_and_the_form_names_its_objective_wh
 
 # ------------------------------------------------------------------ presets and the YAML editor
 def test_each_presets_differences_from_grpo_are_exactly_what_it_changes():
-    from rolloutlab.runs.forms import preset_values
+    from rolloutlab.execution.forms import preset_values
 
     values = preset_values()
     assert values["presets"]["grpo"] == {}

@@ -12,8 +12,8 @@ import sys
 import pytest
 import yaml
 
-from rolloutlab.runs import services as runs
-from rolloutlab.runs.executor import execute
+from rolloutlab.execution import services as execution
+from rolloutlab.execution.executor import execute
 from rolloutlab.runs.models import Run
 from tests.conftest import REPO
 from tests.support.platform_fixtures import SMALL_RUN
@@ -28,7 +28,7 @@ RUN = {**SMALL_RUN, "model": {**SMALL_RUN["model"], "warmup_steps": 40}, "schedu
 def home(monkeypatch, settings, tmp_path):
     """A fresh home directory and no ROLLOUTLAB_CACHE, for this process and the command line it starts."""
     settings.STORAGE_ROOT = tmp_path / "storage"
-    monkeypatch.setattr("rolloutlab.runs.services.submit", lambda run_id: None)  # executed here, as a worker would
+    monkeypatch.setattr("rolloutlab.execution.services.submit", lambda run_id: None)  # executed here, as a worker would
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("ROLLOUTLAB_CACHE")
     return tmp_path / "home"
@@ -45,7 +45,7 @@ def cli_run(config: dict, out) -> list[str]:
 
 
 def test_a_model_a_platform_run_warmed_up_is_the_one_the_command_line_loads_at_once(home, alice, tmp_path):
-    run = runs.launch_run(alice, RUN)
+    run = execution.launch_run(alice, RUN)
     assert execute(run.id) == "succeeded", Run.objects.get(id=run.id).detail
     built = list((home / ".cache" / "rolloutlab" / "tiny").iterdir())
     assert len(built) == 1  # the platform's worker warmed it up under ~/.cache/rolloutlab

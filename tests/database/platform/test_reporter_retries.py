@@ -14,12 +14,12 @@ from django.contrib.auth import get_user_model
 from django.db import OperationalError, connection
 from django.utils import timezone
 
+from rolloutlab.execution import lifecycle
+from rolloutlab.execution.monitor import Watch
+from rolloutlab.execution.reporter import PlatformReporter, Retrying
 from rolloutlab.metrics.ingest import write_columns
 from rolloutlab.metrics.models import MetricPoint
-from rolloutlab.runs import lifecycle
 from rolloutlab.runs.models import LogLine, Run, State
-from rolloutlab.runs.monitor import Watch
-from rolloutlab.runs.reporter import PlatformReporter, Retrying
 from tests.conftest import project_of
 from tests.support import live
 

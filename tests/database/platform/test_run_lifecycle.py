@@ -7,10 +7,10 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from rolloutlab.execution import lifecycle, services
+from rolloutlab.execution.reporter import PlatformReporter
 from rolloutlab.metrics.models import MetricPoint
-from rolloutlab.runs import lifecycle, services
 from rolloutlab.runs.models import Artifact, LogLine, Run, Sample, State, Transition
-from rolloutlab.runs.reporter import PlatformReporter
 from tests.conftest import project_of
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the reporter writes from its own thread

@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.db import connections
 
 from rolloutlab.metrics.ingest import write_points
-from rolloutlab.metrics.realtime import notify, run_group
+from rolloutlab.realtime import notify, run_group
 from rolloutlab.runs.models import Run
 from rolloutlab.runs.routing import websocket_urlpatterns
 from tests.conftest import project_of

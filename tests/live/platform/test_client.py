@@ -1,4 +1,4 @@
-"""rolloutlab.client against a real daphne process on the test database: nothing lost, nothing twice.
+"""rolloutlab_client.client against a real daphne process on the test database: nothing lost, nothing twice.
 
 The server is killed with SIGKILL in the middle of a stream of 10,000 points and started
 again while the script keeps logging; every point must then be in PostgreSQL exactly once.
@@ -15,10 +15,10 @@ import requests
 from django.db.models import Sum
 from pydantic import ValidationError
 
-from rolloutlab import client
 from rolloutlab.accounts.models import ApiToken
 from rolloutlab.metrics.models import MetricBucket, MetricKey, MetricPoint
 from rolloutlab.runs.models import Run, Sample
+from rolloutlab_client import client
 from tests.support.live import ROOT, wait_until
 
 pytestmark = pytest.mark.timeout(600)
@@ -35,7 +35,7 @@ def token(alice):
     return ApiToken.issue(alice, "script")[1]
 
 
-@pytest.mark.parametrize("module", ["rolloutlab.client", "rolloutlab.integrations.trl"])
+@pytest.mark.parametrize("module", ["rolloutlab_client.client", "rolloutlab_client.integrations.trl"])
 def test_a_training_script_imports_it_without_django(module):
     code = f"import sys, {module}; sys.exit(any(m.split('.')[0] in ('django', 'celery') for m in sys.modules))"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

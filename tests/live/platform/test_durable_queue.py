@@ -17,7 +17,7 @@ import pytest
 from django.utils import timezone
 
 from rolloutlab.celery import app
-from rolloutlab.runs.dispatch import broker_task_ids, resend_lost, submit
+from rolloutlab.execution.dispatch import broker_task_ids, resend_lost, submit
 from rolloutlab.runs.models import Run, State
 from tests.conftest import project_of, small_config
 from tests.live.platform.test_outages import query

@@ -21,7 +21,7 @@ IDLE_S = 60
 PASSWORD = "idle-password"
 MAKE_RUN = (
     "import django; django.setup(); from django.contrib.auth import get_user_model; "
-    "from rolloutlab.accounts.access import project_for_launch; from rolloutlab.runs.models import Run; "
+    "from rolloutlab.runs.access import project_for_launch; from rolloutlab.runs.models import Run; "
     f"u = get_user_model().objects.create_user('idle', password='{PASSWORD}'); "
     "r = Run.objects.create(project=project_for_launch(u, 'p'), name='quiet', owner=u, config={}, "
     "config_hash='0' * 64, state='running', total_steps=10); print(r.id)"

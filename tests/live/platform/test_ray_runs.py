@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from rolloutlab.runs import services
+from rolloutlab.execution import services
 from rolloutlab.runs.models import LogLine, Run, Transition
 from tests.live.platform.test_live_runs import log_in, page_state
 from tests.support.live import LOGS, Stack, free_port, wait_until

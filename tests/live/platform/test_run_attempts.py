@@ -15,12 +15,12 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
+from rolloutlab.execution import lifecycle, resume
+from rolloutlab.execution.dispatch import broker_task_ids, submit
+from rolloutlab.execution.reporter import Heartbeat, Lease, PlatformReporter
 from rolloutlab.metrics.ingest import write_points
 from rolloutlab.metrics.models import GroupOutcome, MetricBucket, MetricPoint
-from rolloutlab.runs import lifecycle, resume
-from rolloutlab.runs.dispatch import broker_task_ids, submit
 from rolloutlab.runs.models import Kind, LogLine, Outcome, Run, RunAttempt, Sample, State, Transition
-from rolloutlab.runs.reporter import Heartbeat, Lease, PlatformReporter
 from tests.conftest import project_of, small_config
 from workers.stopping import Cancelled
 

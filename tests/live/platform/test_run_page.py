@@ -12,8 +12,8 @@ from django.test import Client
 from rolloutlab.accounts.models import Membership, Role
 from rolloutlab.metrics.ingest import write_points
 from rolloutlab.metrics.models import ChartChoice, GroupOutcome
-from rolloutlab.metrics.realtime import notify
 from rolloutlab.metrics.rollouts import rollout_views
+from rolloutlab.realtime import notify
 from rolloutlab.runs.inspector import inspect_step
 from rolloutlab.runs.models import Run, Sample
 from tests.conftest import project_of, small_config
@@ -235,7 +235,9 @@ def test_an_open_run_page_draws_again_the_steps_after_the_checkpoint_a_new_attem
     page.wait_for_function(
         f"Array.from({line} || []).length === 21 && document.getElementById('run').dataset.socketOpens"
     )
-    announce(run.id, {"kind": "rewind", "step": 10})  # as rolloutlab.runs.resume does once the later points are gone
+    announce(
+        run.id, {"kind": "rewind", "step": 10}
+    )  # as rolloutlab.execution.resume does once the later points are gone
     page.wait_for_function(f"Array.from({line}).length === 11")
     announce(run.id, {"kind": "points", "points": {"reward/mean": [[11, 0.5]]}})  # step 11 comes again, drawn again
     page.wait_for_function(f"Array.from({line}).at(-1) === 11")
@@ -268,7 +270,7 @@ def test_an_open_run_page_follows_a_cancel_and_a_resume_without_a_reload(page, a
     page.wait_for_selector("#attempts-section", state="visible")
     assert page.inner_text("#attempts tr[data-attempt='2'] td:last-child") == "reading its checkpoint…"
     RunAttempt.objects.filter(run=run, number=2).update(resumed_from_step=10)
-    announce(run.id, {"kind": "rewind", "step": 10})  # as rolloutlab.runs.resume does once it has read it
+    announce(run.id, {"kind": "rewind", "step": 10})  # as rolloutlab.execution.resume does once it has read it
     cell = "document.querySelector(\"#attempts tr[data-attempt='2'] td:last-child\").textContent"
     page.wait_for_function(f"{cell} === 'resumed from step 10'")
     assert page.is_hidden("#resume-form") and page.is_enabled("#cancel-button")
@@ -324,7 +326,7 @@ def test_each_step_bins_completion_lengths_into_shares_of_its_samples(alice):
 
 @pytest.mark.django_db
 def test_the_engine_reports_every_group_it_sampled_and_the_platform_stores_them(alice):
-    from rolloutlab.runs.reporter import PlatformReporter
+    from rolloutlab.execution.reporter import PlatformReporter
 
     reporter = MemoryReporter()
     Trainer(small_config(schedule={"steps": 2, "save_final": False}), reporter).run()

@@ -14,8 +14,8 @@ import time
 import pytest
 import redis
 
-from rolloutlab.runs import dispatch, services
-from rolloutlab.runs.executor import execute
+from rolloutlab.execution import dispatch, services
+from rolloutlab.execution.executor import execute
 from rolloutlab.runs.models import LogLine, Run, Transition
 from tests.conftest import project_of
 from tests.support.live import wait_until
@@ -58,7 +58,7 @@ def test_the_task_is_sent_with_soft_and_hard_limits_from_the_runs_wall_time(alic
 @pytest.mark.django_db(transaction=True)
 def test_the_wall_time_is_at_most_the_deployments_ceiling(alice, settings):
     settings.RUN_LIMITS = {**settings.RUN_LIMITS, "wall_time_s": 100}
-    from rolloutlab.runs.limits import wall_time_s
+    from rolloutlab.execution.limits import wall_time_s
 
     assert (wall_time_s(long_run(None)), wall_time_s(long_run(50)), wall_time_s(long_run(500))) == (100, 50, 100)
 
@@ -82,7 +82,7 @@ def test_a_celery_run_over_its_wall_time_ends_failed_with_the_time_limit_message
 @pytest.mark.django_db(transaction=True)
 def test_the_embedded_executor_stops_a_run_at_its_wall_time(alice, monkeypatch, settings, tmp_path):
     settings.STORAGE_ROOT = tmp_path / "storage"
-    monkeypatch.setattr("rolloutlab.runs.services.submit", lambda run_id: None)
+    monkeypatch.setattr("rolloutlab.execution.services.submit", lambda run_id: None)
     run = services.launch_run(alice, long_run(2), name="too long here")
     started = time.monotonic()
     assert execute(run.id, wall_time_s=2) == "failed"
@@ -98,7 +98,7 @@ def test_a_time_limit_hidden_by_the_error_of_an_interrupted_query_still_reads_as
     from celery.exceptions import SoftTimeLimitExceeded
     from django.db import ProgrammingError
 
-    from rolloutlab.runs.executor import over_time
+    from rolloutlab.execution.executor import over_time
 
     try:
         try:

@@ -50,7 +50,7 @@ def logged_in(stack, username, password) -> requests.Session:
 def test_a_grpo_run_streams_its_metrics_and_completions_and_shows_in_the_runs_list(stack, alice, tmp_path):
     from transformers import TrainerCallback
 
-    from rolloutlab.integrations.trl import RolloutLabCallback
+    from rolloutlab_client.integrations.trl import RolloutLabCallback
 
     _, token = ApiToken.issue(alice, "trl")
     trainer = grpo_trainer(tmp_path)
@@ -112,7 +112,7 @@ def test_a_grpo_run_streams_its_metrics_and_completions_and_shows_in_the_runs_li
     ],
 )
 def test_trl_keys_become_valid_metric_names_ours_where_one_exists(trl_key, ours):
-    from rolloutlab.integrations.trl import metric_name
-    from rolloutlab.wire import Point
+    from rolloutlab_client.integrations.trl import metric_name
+    from rolloutlab_client.wire import Point
 
     assert metric_name(trl_key) == ours and Point(name=ours, step=0, value=0.0)

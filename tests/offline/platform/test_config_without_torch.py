@@ -27,7 +27,7 @@ from django.conf import settings
 from django.urls import get_resolver
 get_resolver(settings.ROOT_URLCONF).url_patterns
 import rolloutlab.runs.routing
-from rolloutlab.runs.services import validate_config
+from rolloutlab.execution.services import validate_config
 from workers.config import METHODS
 from workers.errors import ConfigError
 

@@ -3,8 +3,8 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from rolloutlab.accounts.access import project_for_launch
 from rolloutlab.audit.services import import_bundle
+from rolloutlab.runs.access import project_for_launch
 from workers import metrics as metric
 from workers.bundle import BundleError
 

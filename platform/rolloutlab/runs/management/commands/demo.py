@@ -15,7 +15,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from rolloutlab.runs.services import launch_run
+from rolloutlab.execution.services import launch_run
 
 EXAMPLE = Path(settings.BASE_DIR) / "examples" / "grpo-arith-quick.yaml"
 

@@ -1,4 +1,4 @@
-"""The wire format of external runs: what rolloutlab.client sends and /api/runs/external... accepts.
+"""The wire format of external runs: what rolloutlab_client.client sends and /api/runs/external... accepts.
 
 Imports only pydantic, so a training script's client and the server validate with the
 same models, and a bad point is refused where it is logged rather than by a 400 later.

@@ -25,11 +25,11 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections, connection, transaction
 from django.utils import timezone
 
-from rolloutlab.metrics import finite
+from rolloutlab import finite
+from rolloutlab.execution import lifecycle
 from rolloutlab.metrics.ingest import write_columns
 from rolloutlab.metrics.models import GroupOutcome
-from rolloutlab.metrics.realtime import notify, publish_points
-from rolloutlab.runs import lifecycle
+from rolloutlab.realtime import notify, publish_points
 from rolloutlab.runs.models import Artifact, LogLine, Run, Sample, State
 from workers import metrics as metric
 from workers.reporting import sha256_tree

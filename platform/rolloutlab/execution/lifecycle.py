@@ -2,7 +2,7 @@
 
 Everything that moves a run between states goes through `transition`, whatever
 process it runs in (web, worker, the monitor). Apps that must act on a run's
-life without the runs app knowing them (the audit keeps records and completes
+life without the execution side knowing them (the audit keeps records and completes
 verifications) connect to the signals below in their AppConfig.ready.
 """
 
@@ -16,9 +16,9 @@ from django.db import transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
-from rolloutlab.metrics.realtime import notify
-from rolloutlab.runs.dispatch import submit
-from rolloutlab.runs.limits import wall_time_s
+from rolloutlab.execution.dispatch import submit
+from rolloutlab.execution.limits import wall_time_s
+from rolloutlab.realtime import notify
 from rolloutlab.runs.models import FINAL_STATES, TRANSITIONS, Kind, Outcome, Run, RunAttempt, State, Transition
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ def claim(run_id: int, host: str, token: str | None = None) -> int | None:
 
     None if the run is not queued (a cancelled run, a redelivered message of a run another attempt holds)
     or if `token`, the id of the wake-up this worker received, is not the run's latest: each submit gives the
-    run a new one (rolloutlab.runs.dispatch), so of an old message redelivered by the broker and the new one
+    run a new one (rolloutlab.execution.dispatch), so of an old message redelivered by the broker and the new one
     sent when the run was re-queued, only the new one may start it."""
     with transaction.atomic():
         run = Run.objects.select_for_update().filter(id=run_id).first()
@@ -119,7 +119,7 @@ def lost_worker(run_id: int, deadline, cause: str) -> str | None:
     """A running trainer run whose worker last beat before `deadline`: back to the queue (its attempt closed as
     lost) and sent again while it has attempts left, else lost. Returns the new state; None if the run beat or
     moved meanwhile. The worker, if it is alive, finds on its next write or stop check that it no longer holds
-    the run, and stops without a word (rolloutlab.runs.reporter.Lease)."""
+    the run, and stops without a word (rolloutlab.execution.reporter.Lease)."""
     with transaction.atomic():
         run = Run.objects.select_for_update().get(id=run_id)
         if run.state != State.RUNNING or run.heartbeat_at is None or run.heartbeat_at >= deadline:

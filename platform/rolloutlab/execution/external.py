@@ -1,6 +1,6 @@
-"""External runs: a script's own training loop (rolloutlab.client, the TRL callback) reports into a run.
+"""External runs: a script's own training loop (rolloutlab_client.client, the TRL callback) reports into a run.
 
-The run is created running; every report is its heartbeat (rolloutlab.runs.lifecycle marks it
+The run is created running; every report is its heartbeat (rolloutlab.execution.lifecycle marks it
 lost after EXTERNAL_RUN_TIMEOUT_S of silence, and running again when reports come back).
 Whatever a client sends twice is stored once: points by (run, name, step), samples and the run
 itself by the client's key. Points are announced on the run's group like a worker's.
@@ -17,15 +17,15 @@ from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from rolloutlab.accounts import activity
-from rolloutlab.accounts.access import project_for_launch
+from rolloutlab.execution.lifecycle import announce_points, run_ended, transition
+from rolloutlab.execution.limits import check_active_runs
 from rolloutlab.inputs import UserInputError
 from rolloutlab.metrics.ingest import write_new_columns
 from rolloutlab.metrics.models import MetricKey, MetricPoint
-from rolloutlab.metrics.realtime import publish_points
-from rolloutlab.runs.lifecycle import announce_points, run_ended, transition
-from rolloutlab.runs.limits import check_active_runs
+from rolloutlab.realtime import publish_points
+from rolloutlab.runs.access import project_for_launch
 from rolloutlab.runs.models import Kind, Run, Sample, State, Transition
-from rolloutlab.wire import ExternalRunIn, FinishIn, Point, SampleIn
+from rolloutlab_client.wire import ExternalRunIn, FinishIn, Point, SampleIn
 from workers import metrics as metric
 
 FINISHED = {"finished": State.SUCCEEDED, "failed": State.FAILED, "cancelled": State.CANCELLED}

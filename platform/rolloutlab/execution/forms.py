@@ -20,9 +20,10 @@ from typing import Any
 import yaml
 from pydantic import Field, ValidationError
 
-from rolloutlab.accounts.access import get_run_for_user
+from rolloutlab.execution.limits import form_ceilings
+from rolloutlab.execution.services import validate_config
 from rolloutlab.inputs import Id, Name, ProjectName, Strict, Tags, UserInputError, depth_exceeds, field_errors
-from rolloutlab.runs.limits import form_ceilings
+from rolloutlab.runs.access import get_run_for_user
 from rolloutlab.runs.models import Kind
 from workers import estimates, schedule_checks
 from workers.config import METHODS, STAGE_DEFAULTS, json_schema, resolve, shape_problems
@@ -206,8 +207,6 @@ def parse_yaml(text: str) -> tuple[dict, dict[str, str]]:
 def check_config(raw: dict) -> tuple[Any, dict[str, str]]:
     """The resolved RunConfig and no problems, or None and the config's problems by field, as the launch would
     report them: through the one entry point a launch passes (its data paths, the deployment's limits)."""
-    from rolloutlab.runs.services import validate_config
-
     try:
         return validate_config(raw), {}
     except ConfigError as exc:

@@ -1,6 +1,6 @@
 """Stream a TRL GRPOTrainer run into Rollout Lab: its metrics, a sample of its completions, its end.
 
-    from rolloutlab.integrations.trl import RolloutLabCallback
+    from rolloutlab_client.integrations.trl import RolloutLabCallback
 
     trainer = GRPOTrainer(model=..., reward_funcs=[...], args=GRPOConfig(..., logging_steps=1), ...)
     trainer.add_callback(RolloutLabCallback(project="gsm8k", trainer=trainer))  # ROLLOUTLAB_URL, _TOKEN
@@ -15,7 +15,7 @@ latest generation batch for its completions table (`trainer._logs`, what `log_co
 at each log the callback sends up to `samples_per_log` of them, once per batch. That table is TRL's
 internal state (checked against trl 1.16): without `trainer=`, or if a TRL version lacks it,
 only the metrics are sent. The run ends as "finished" on `on_train_end`; a training that raises
-ends as "failed" when the script exits (rolloutlab.client's exit hook).
+ends as "failed" when the script exits (rolloutlab_client.client's exit hook).
 
 Imports transformers, not TRL itself, and nothing from Django.
 """
@@ -29,7 +29,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from rolloutlab import client
+from rolloutlab_client import client
 from workers import metrics as metric
 
 logger = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """Report a training loop you run yourself to Rollout Lab: its metrics, samples and how it ended.
 
-    import rolloutlab.client as rl
+    import rolloutlab_client.client as rl
 
     rl.init(project="gsm8k", config={"lr": 1e-6, "model": "Qwen2.5-0.5B"})  # ROLLOUTLAB_URL, ROLLOUTLAB_TOKEN
     for step in range(100):
@@ -34,7 +34,7 @@ from typing import Any
 import requests
 from pydantic import ValidationError
 
-from rolloutlab.wire import (
+from rolloutlab_client.wire import (
     MAX_POINTS,
     MAX_SAMPLE_TEXT,
     MAX_SAMPLES,
@@ -44,7 +44,7 @@ from rolloutlab.wire import (
     SampleIn,
 )
 
-logger = logging.getLogger("rolloutlab.client")
+logger = logging.getLogger("rolloutlab_client.client")
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 SAMPLE_FIELDS = {"prompt", "completion", "answer", "reward", "rewards", "advantage", "correct"}
@@ -347,7 +347,7 @@ def init(project: str, config: dict[str, Any] | None = None, name: str | None = 
 
 def current() -> Run:
     if _current is None:
-        raise RuntimeError("no run: call rolloutlab.client.init(project=...) first")
+        raise RuntimeError("no run: call rolloutlab_client.client.init(project=...) first")
     return _current
 
 

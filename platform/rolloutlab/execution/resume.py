@@ -21,7 +21,7 @@ from django.db import connection, transaction
 
 from rolloutlab.metrics.ingest import bucket_rows, upsert_buckets
 from rolloutlab.metrics.models import BUCKET_STEPS, GroupOutcome, MetricBucket, MetricKey, MetricPoint
-from rolloutlab.metrics.realtime import notify
+from rolloutlab.realtime import notify
 from rolloutlab.runs.models import Run, RunAttempt, Sample
 from workers import metrics as metric
 from workers.training.checkpoint import DIRECTORY, ResumePoint, latest_checkpoint

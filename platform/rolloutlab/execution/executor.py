@@ -3,13 +3,13 @@
 `execute(run_id)` is the one code path both use: it claims the run (queued ->
 running, opening a new attempt; a redelivered or cancelled run is refused),
 resumes it from its last checkpoint if an earlier attempt lost its worker
-(rolloutlab.runs.resume), heartbeats, trains with the platform's reporter, and
+(rolloutlab.execution.resume), heartbeats, trains with the platform's reporter, and
 leaves the run in a final state unless a newer attempt fenced it out, a run over
 its wall time included: on Celery the task's soft time limit raises
 SoftTimeLimitExceeded in it, in a thread (which no signal can interrupt) a
 deadline makes the trainer's next stop check raise WallTimeExceeded. This is
 worker-side code (it imports the trainer, and with it torch); the web side
-hands runs over through rolloutlab.runs.dispatch.
+hands runs over through rolloutlab.execution.dispatch.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import close_old_connections, connection
 
-from rolloutlab.runs import lifecycle, limits, resume
-from rolloutlab.runs.limits import time_limit_message
+from rolloutlab.execution import lifecycle, limits, resume
+from rolloutlab.execution.limits import time_limit_message
+from rolloutlab.execution.reporter import Heartbeat, Lease, PlatformReporter, Retrying
 from rolloutlab.runs.models import Run, State
-from rolloutlab.runs.reporter import Heartbeat, Lease, PlatformReporter, Retrying
 from workers import stopping
 from workers.config import RunConfig
 from workers.stopping import Cancelled
@@ -94,7 +94,7 @@ def announce_end(run_id: int) -> None:
 
 
 def begin(run_id: int, attempt: int) -> tuple[RunConfig, Path, ResumePoint | None, str]:
-    """The run's config and artifacts folder, and where this attempt starts (rolloutlab.runs.resume)."""
+    """The run's config and artifacts folder, and where this attempt starts (rolloutlab.execution.resume)."""
     cfg = RunConfig.model_validate(Run.objects.values_list("config", flat=True).get(id=run_id))
     artifacts = Path(settings.STORAGE_ROOT) / "runs" / str(run_id)
     point, note = resume.prepare(run_id, attempt, artifacts)

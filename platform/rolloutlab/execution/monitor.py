@@ -5,7 +5,7 @@ workers could not heartbeat either: their last beats are stale through no fault
 of theirs. So after a failed round no run is declared lost until HEARTBEAT_TIMEOUT_S
 after the first round that works again, time for every live worker to beat.
 Each round also re-sends the wake-up of any queued run whose message never reached
-the broker (rolloutlab.runs.dispatch.resend_unsent), or that the broker no longer holds
+the broker (rolloutlab.execution.dispatch.resend_unsent), or that the broker no longer holds
 (resend_lost): the database, not the broker, says which runs wait.
 """
 
@@ -18,9 +18,9 @@ import time
 from django.conf import settings
 from django.db import close_old_connections
 
+from rolloutlab.execution.dispatch import resend_lost, resend_unsent
+from rolloutlab.execution.lifecycle import mark_lost_runs
 from rolloutlab.outages import BROKER, service_down
-from rolloutlab.runs.dispatch import resend_lost, resend_unsent
-from rolloutlab.runs.lifecycle import mark_lost_runs
 
 log = logging.getLogger(__name__)
 _started = threading.Event()

@@ -13,7 +13,7 @@ from asgiref.sync import async_to_sync
 from celery.exceptions import SoftTimeLimitExceeded
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
-from rolloutlab.metrics import finite
+from rolloutlab import finite
 
 log = logging.getLogger(__name__)
 NOTIFY_CHUNK = 10_000  # points per websocket message: a bulk backfill must not become one huge message

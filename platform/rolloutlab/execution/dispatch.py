@@ -22,11 +22,11 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from rolloutlab.celery import app
-from rolloutlab.runs.limits import wall_time_s
+from rolloutlab.execution.limits import wall_time_s
 from rolloutlab.runs.models import Run, State
 
-EXECUTE_TASK = "runs.execute_run"  # rolloutlab.runs.tasks.execute_run
-EMBEDDED_EXECUTE = "rolloutlab.runs.executor.execute"
+EXECUTE_TASK = "runs.execute_run"  # rolloutlab.execution.tasks.execute_run
+EMBEDDED_EXECUTE = "rolloutlab.execution.executor.execute"
 
 _embedded_pool: ThreadPoolExecutor | None = None
 

@@ -1,15 +1,15 @@
-"""Celery tasks: they take ids and call the executor. The web side sends them by name (runs.dispatch).
+"""Celery tasks: they take ids and call the executor. The web side sends them by name (execution.dispatch).
 
 Workers run prefork with one task per child (compose.yaml): a run owns its process. The
 parent preloads the slow imports once, so that each child it forks starts a run at once.
-A run's task carries soft and hard time limits from its wall time (runs.dispatch); the
+A run's task carries soft and hard time limits from its wall time (execution.dispatch); the
 executor turns the soft one (SoftTimeLimitExceeded) into a failed run.
 """
 
 from celery import shared_task
 from celery.signals import worker_init
 
-from rolloutlab.runs.executor import execute
+from rolloutlab.execution.executor import execute
 from workers.models.policy import preload
 
 

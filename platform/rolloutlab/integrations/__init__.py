@@ -1,1 +1,0 @@
-"""Bridges from other training libraries to Rollout Lab's external runs (rolloutlab.client): trl."""
