@@ -1,10 +1,19 @@
-"""Runs stored before components owned their knobs still load, and rerun as they ran."""
+"""Runs stored before components (then tasks, models and executors) owned their knobs still load, and rerun as
+they ran."""
 
 import importlib
+import json
+from pathlib import Path
 
+from django.apps import apps
+
+from rolloutlab.runs.models import Run
+from tests.conftest import project_of
 from workers.config import METHODS, RunConfig, resolve
 
 migration = importlib.import_module("rolloutlab.runs.migrations.0002_component_owned_knobs")
+kinds_migration = importlib.import_module("rolloutlab.runs.migrations.0009_kind_owned_knobs")
+FLAT = json.loads((Path(__file__).parents[1] / "engine" / "data" / "flat_configs.json").read_text())["configs"]
 
 
 def flat_config(method):
@@ -30,3 +39,25 @@ def test_an_old_dynamic_sampling_run_keeps_the_reward_signal_it_ran_with():
     assert migrated.filter.max_rounds == 4
     kept = RunConfig.model_validate(migration.owned_only(flat_config("grpo")))
     assert kept.filter.model_dump() == {"name": "none", "overlong": False}
+
+
+def test_runs_stored_with_flat_task_model_and_resources_sections_load_after_the_migration(db, alice):
+    """Real configs of the code before the switch, stored as it stored them; the migration runs over the table."""
+    project = project_of(alice)
+    runs = {name: Run.objects.create(project=project, name=name, owner=alice, config=old["config"],
+                                     config_hash=old["config_hash"]) for name, old in FLAT.items()}  # fmt: skip
+    script = {"my_knob": 3, "task": {"digits": 9}}  # an external run's config is its script's own: left alone
+    external = Run.objects.create(project=project, name="x", owner=alice, config=script, config_hash="0" * 64,
+                                  kind="external")  # fmt: skip
+    kinds_migration.forwards(apps, None)
+    for name, run in runs.items():
+        run.refresh_from_db()
+        cfg = RunConfig.model_validate(run.config)  # what the executor, a resume and the run page do
+        assert run.config_hash == FLAT[name]["config_hash"], "the recorded identity of the launch stays"
+        if not name.startswith("inert-"):
+            assert cfg.config_hash() == run.config_hash, name
+    assert "digits" not in Run.objects.get(id=runs["jsonl"].id).config["task"]
+    assert "rollout_actors" not in Run.objects.get(id=runs["inert-actors-on-local"].id).config["resources"]
+    assert Run.objects.get(id=runs["ray-two-nodes"].id).config["resources"]["nodes"] == 2
+    external.refresh_from_db()
+    assert external.config == script
