@@ -7,9 +7,10 @@ from __future__ import annotations
 def small_config(**sections):
     """A RunConfig small enough to train a few steps in a second or two on one CPU core.
 
-    Keyword arguments are sections laid over the defaults, e.g. rollout={"group_size": 4}.
+    Keyword arguments are sections laid over the defaults, e.g. rollout={"group_size": 4}; a section that
+    chooses another kind (model={"name": "/models/m"}, task={"name": "jsonl", ...}) replaces the default's.
     """
-    from workers.config import deep_merge, resolve
+    from workers.config import lay_over, resolve
 
     raw = {
         "method": "grpo",
@@ -21,4 +22,4 @@ def small_config(**sections):
         "optimizer": {"lr": 1e-3},
         "resources": {"device": "cpu", "threads": 2},
     }
-    return resolve(deep_merge(raw, sections))
+    return resolve(lay_over(raw, sections))

@@ -229,7 +229,8 @@ def capture_environment(cfg, *, dataset_fingerprint: str, weights_fingerprint: s
         "host": socket.gethostname(),
         "platform": host_platform.platform(),
         "env": {name: os.environ[name] for name in RELEVANT_ENV if name in os.environ},
-        "seeds": {"run": cfg.seed, "model_init": cfg.model.init_seed},
+        # a pretrained model has no init seed: 0, as its hash counts it (config/legacy.py), so records stay comparable
+        "seeds": {"run": cfg.seed, "model_init": getattr(cfg.model, "init_seed", 0)},
         "config": cfg.model_dump(mode="json"),
         "config_hash": cfg.config_hash(),
         "dataset_fingerprint": dataset_fingerprint,

@@ -1,7 +1,8 @@
 // The launch form. Everything here works on the page as it stands, with no reload:
 // - switching preset lays the new preset's values over every field the user has not edited, and marks the
 //   knobs the preset sets apart from grpo (the page holds grpo's values and each preset's differences);
-// - a stage shows only the knobs of the component chosen in its name select, with that component's one line;
+// - a switched section (a stage, the task, the model, the resources) shows only the knobs of the kind its switch
+//   chooses (`name`, or resources' `executor`), with that kind's one line;
 // - the schedule's warnings are asked again on every change;
 // - "Edit as YAML" turns the form into its YAML (and back), checked as you type as a launch would check it.
 (function () {
@@ -73,19 +74,29 @@
 
   picker.addEventListener("change", () => switchPreset(picker.value));
 
-  // ------------------------------------------------------------------ components
+  // ------------------------------------------------------------------ kinds
+  // A switched section (a pipeline stage, the task, the model, the resources) shows only the knobs of the kind its
+  // switch chooses; a value that names no kind (a model's directory) chooses the section's other kind.
+  const switchOf = (section) => section.querySelector(`[name='${section.dataset.switch}']`);
+  function chosenKind(section) {
+    const value = switchOf(section).value;
+    return section.dataset.kinds.split(" ").includes(value) ? value : section.dataset.otherKind || value;
+  }
   function showComponents() {
-    form.querySelectorAll("details.section").forEach((section) => {
-      const select = section.querySelector("select[name$='.name']");
-      if (!select) return;
+    form.querySelectorAll("details.section[data-switch]").forEach((section) => {
+      const kind = chosenKind(section);
       section.querySelectorAll("[data-components]").forEach((field) => {
-        field.hidden = !field.dataset.components.split(" ").includes(select.value);
+        field.hidden = !field.dataset.components.split(" ").includes(kind);
       });
-      const help = select.parentElement.querySelector(".choice-help");
-      if (help) help.textContent = select.selectedOptions[0]?.dataset.description || "";
+      const choice = switchOf(section);
+      const help = choice.parentElement.querySelector(".choice-help");
+      if (help) help.textContent = choice.selectedOptions?.[0]?.dataset.description || "";
     });
   }
-  form.querySelectorAll("select[name$='.name']").forEach((select) => select.addEventListener("change", showComponents));
+  form.querySelectorAll("details.section[data-switch]").forEach((section) => {
+    switchOf(section).addEventListener("change", showComponents);
+    switchOf(section).addEventListener("input", showComponents);  // a model's directory, typed
+  });
 
   // ------------------------------------------------------------------ warnings
   const warningsBox = document.getElementById("schedule-warnings");

@@ -3,30 +3,42 @@
 from __future__ import annotations
 
 import functools
+from dataclasses import asdict
 from typing import Any
 
 from workers.config.presets import METHODS
-from workers.config.schema import STAGE_KNOBS, RunConfig
+from workers.config.schema import SECTION_KINDS, SWITCHED_SECTIONS, RunConfig
 
 
 def json_schema() -> dict[str, Any]:
     """RunConfig's JSON Schema, with the method presets listed for the launch form."""
     schema = RunConfig.model_json_schema()
     schema["x-methods"] = {name: {"description": p.summary, "preset": p.overrides} for name, p in METHODS.items()}
-    schema["x-components"] = {
-        stage: {name: {"knobs": sorted(set(model.model_fields) - {"name"})} for name, model in members.items()}
-        for stage, members in STAGE_KNOBS.items()
-    }
+    schema["x-components"] = {section: _kinds(schema, section) for section in SECTION_KINDS}
+    schema["x-switches"] = {section: asdict(switch) for section, switch in SWITCHED_SECTIONS.items()}
     return schema
+
+
+def _kinds(schema: dict[str, Any], section: str) -> dict[str, dict[str, Any]]:
+    """Each kind of a switched section: its own knobs (the switch left out) and the $ref of its schema.
+
+    A section switched by a callable (the model: any name but 'tiny' is a directory) has no discriminator
+    mapping in JSON Schema; its members are listed in the union's order, which is SECTION_KINDS' order."""
+    switch = SWITCHED_SECTIONS[section].knob
+    refs = [member["$ref"] for member in schema["properties"][section]["oneOf"]]
+    return {
+        kind: {"knobs": sorted(set(model.model_fields) - {switch}), "$ref": ref}
+        for (kind, model), ref in zip(SECTION_KINDS[section].items(), refs, strict=True)
+    }
 
 
 @functools.cache
 def input_schema() -> dict[str, Any]:
     """The JSON Schema of a run config as a client sends it, self-contained for the API's OpenAPI document.
 
-    RunConfig's schema with every $ref written out in place (the document has no $defs of its own), a stage's
-    components as anyOf (a stage given without `name` keeps its preset's or the default component, so more than
-    one member may fit) and no discriminator; every section and knob optional, as resolve() lays what is given
+    RunConfig's schema with every $ref written out in place (the document has no $defs of its own), a switched
+    section's kinds as anyOf (a section given without its switch keeps its preset's or the default kind, so more
+    than one member may fit) and no discriminator; every section and knob optional, as resolve() lays what is given
     over the method's preset.
     """
     schema = RunConfig.model_json_schema()

@@ -12,9 +12,10 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from workers.config.migrate import upgrade
 from workers.config.presets import METHODS, method_names
 from workers.config.problems import validation_problems
-from workers.config.schema import STAGE_DEFAULTS, RunConfig
+from workers.config.schema import SWITCHED_SECTIONS, RunConfig, kind_of
 from workers.errors import ConfigError
 
 
@@ -29,16 +30,20 @@ def deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def lay_over_preset(preset: dict[str, Any], raw: dict[str, Any]) -> dict[str, Any]:
-    """The user's config over a method preset. A stage whose component the user changes takes none
-    of the preset's knobs for that stage: they belong to the component the user replaced."""
-    preset = copy.deepcopy(preset)
-    for stage in STAGE_DEFAULTS:
-        mine, theirs = raw.get(stage), preset.get(stage)
-        if isinstance(mine, dict) and isinstance(theirs, dict) and "name" in mine:
-            if mine["name"] != theirs.get("name", STAGE_DEFAULTS[stage]):
-                del preset[stage]
-    return deep_merge(preset, raw)
+def lay_over(under: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """`over` laid over `under` (a method preset, a YAML file under --set overrides). A switched section (a stage,
+    the task, the model, ...) whose kind `over` changes takes none of `under`'s knobs for that section: they belong
+    to the kind replaced (`--set model.name=/models/m` over a file that sizes the tiny model is a run of /models/m)."""
+    under = copy.deepcopy(under)
+    for section, switch in SWITCHED_SECTIONS.items():
+        mine, theirs = over.get(section), under.get(section)
+        if isinstance(mine, dict) and isinstance(theirs, dict) and switch.knob in mine:
+            if kind_of(section, mine) != kind_of(section, theirs):
+                del under[section]
+    return deep_merge(under, over)
+
+
+lay_over_preset = lay_over  # the user's config over a method preset
 
 
 def apply_override(raw: dict[str, Any], assignment: str) -> None:
@@ -107,7 +112,8 @@ def _kind(value: Any) -> str:
 
 
 def resolve(raw: dict[str, Any]) -> RunConfig:
-    """Lay the user's dict over its method's preset and validate the result."""
+    """Lay the user's dict over its method's preset, upgrade what an older config holds (migrate.py) and
+    validate the result."""
     problems = shape_problems(raw)
     if problems:
         raise ConfigError("\n".join(f"{where}: {text}" for where, text in problems.items()), problems)
@@ -117,6 +123,7 @@ def resolve(raw: dict[str, Any]) -> RunConfig:
             problem = f"unknown method '{method}'; valid: {', '.join(method_names())}"
             raise ConfigError(f"method: {problem}", {"method": problem})
         raw = lay_over_preset(METHODS[method][1], raw)
+    raw = upgrade(raw)
     try:
         return RunConfig.model_validate(raw)
     except ValidationError as exc:
@@ -129,10 +136,11 @@ def load_config(path: str | Path | None = None, overrides: list[str] = (), base:
     """Read a YAML run config (or start from `base`), apply --set overrides, resolve and validate."""
     raw: dict[str, Any] = copy.deepcopy(base) if base else {}
     if path is not None:
-        raw = deep_merge(raw, read_yaml(Path(path)))
+        raw = lay_over(raw, read_yaml(Path(path)))
+    changes: dict[str, Any] = {}
     for assignment in overrides:
-        apply_override(raw, assignment)
-    return resolve(raw)
+        apply_override(changes, assignment)
+    return resolve(lay_over(raw, changes))
 
 
 def read_yaml(path: Path) -> dict[str, Any]:

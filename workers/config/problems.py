@@ -6,7 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from workers.config.schema import STAGE_KNOBS, RunConfig
+from workers.config.schema import SECTION_KINDS, SWITCHED_SECTIONS, RunConfig
+from workers.tasks.knobs import TASKS
 
 
 def validation_problems(exc: ValidationError) -> list[tuple[str, str]]:
@@ -24,8 +25,9 @@ def validation_problems(exc: ValidationError) -> list[tuple[str, str]]:
             prefix = f"not a knob of {owner[0]} '{owner[1]}'" if owner else "unknown knob"
             problems.append((where, f"{prefix}; valid: {', '.join(_valid_keys(err['loc']))}"))
             continue
-        if err["type"] in ("union_tag_invalid", "union_tag_not_found") and loc and loc[0] in STAGE_KNOBS:
-            problems.append((f"{loc[0]}.name", _unknown_component(loc[0], err.get("input"))))
+        if err["type"] in ("union_tag_invalid", "union_tag_not_found") and loc and loc[0] in SECTION_KINDS:
+            switch = SWITCHED_SECTIONS[loc[0]].knob
+            problems.append((f"{loc[0]}.{switch}", _unknown_kind(loc[0], err.get("input"))))
             continue
         message = err["msg"].removeprefix("Value error, ")
         field, sep, rest = message.partition(": ")
@@ -39,23 +41,26 @@ def validation_problems(exc: ValidationError) -> list[tuple[str, str]]:
 
 def _without_union_tags(loc: tuple) -> tuple:
     """("filter", "none", "max_rounds") -> ("filter", "max_rounds"): pydantic names the union member chosen."""
-    if len(loc) > 1 and loc[0] in STAGE_KNOBS and loc[1] in STAGE_KNOBS[loc[0]]:
+    if len(loc) > 1 and loc[0] in SECTION_KINDS and loc[1] in SECTION_KINDS[loc[0]]:
         return (loc[0], *loc[2:])
     return tuple(loc)
 
 
-def _unknown_component(stage: str, section: Any) -> str:
+def _unknown_kind(section: str, given: Any) -> str:
+    """A switch naming no kind: "unknown advantage estimator 'x'; valid: ..." (a registry's own word for its kinds)."""
     from workers.pipeline import STAGES
 
-    registry = STAGES[stage]
-    name = section.get("name") if isinstance(section, dict) else None
-    return f"unknown {registry.kind} '{name}'; valid: {', '.join(registry.names())}"
+    switch = SWITCHED_SECTIONS[section].knob
+    value = given.get(switch) if isinstance(given, dict) else None
+    registry = {**STAGES, "task": TASKS}.get(section)
+    what = registry.kind if registry else f"{section}.{switch}"
+    return f"unknown {what} '{value}'; valid: {', '.join(sorted(SECTION_KINDS[section]))}"
 
 
 def _valid_keys(loc: tuple) -> list[str]:
     """The knobs of the section that holds the unknown key at `loc`."""
-    if len(loc) > 2 and loc[0] in STAGE_KNOBS and loc[1] in STAGE_KNOBS[loc[0]]:
-        return sorted(STAGE_KNOBS[loc[0]][loc[1]].model_fields)
+    if len(loc) > 2 and loc[0] in SECTION_KINDS and loc[1] in SECTION_KINDS[loc[0]]:
+        return sorted(SECTION_KINDS[loc[0]][loc[1]].model_fields)
     model: type[BaseModel] = RunConfig
     for part in loc[:-1]:
         field = model.model_fields.get(str(part))

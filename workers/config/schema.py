@@ -1,149 +1,105 @@
-"""The schema of a run config: its sections, the six stages' component unions and RunConfig itself.
+"""The schema of a run config: its sections, the switched sections' unions and RunConfig itself.
 
-Every field's `description` is also the help text of the launch form.
+The model, the task, the six pipeline stages and the resources are each a union of kinds, chosen by one
+knob (SWITCHED_SECTIONS): a kind's knobs exist only when it is chosen. Every field's `description` is also
+the help text of the launch form.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, create_model, field_validator, model_validator
+from pydantic import Discriminator, Field, Tag, create_model, field_validator, model_validator
 
+from workers.config.legacy import FLAT_DEFAULTS
 from workers.knobs import Section
+from workers.tasks.knobs import TASKS
 
 
-class ModelConfig(Section):
-    name: str = Field(
-        "tiny",
-        max_length=4096,
-        description="'tiny' for the built-in model, or the path of a local directory holding a "
-        "Hugging Face causal LM and its tokenizer (as written by save_pretrained). "
-        "Nothing is downloaded. Dropout is turned off in every policy: the sampler and the trainer "
-        "must score a completion with the same network, or on-policy ratios are not 1.",
+def _component_knobs(section: str, registry, name: str) -> type[Section]:
+    """A declared component's (or task's) own knob model with `name` fixed to it: one member of the section's union."""
+    title = "".join(part.title() for part in f"{section} {name}".replace("-", " ").split())
+    return create_model(
+        title,
+        __base__=registry.declaration(name).knobs,
+        name=(Literal[name], Field(name, description=f"{registry.kind}: {registry.summary(name)}")),
     )
+
+
+# --------------------------------------------------------------------------- sections switched by a knob
+# Like the pipeline stages below, the model, task and resources sections are unions of knob models, one per kind,
+# told apart by one knob (SWITCHED_SECTIONS): a kind's knobs exist, validate and appear in the launch form exactly
+# when it is chosen. Configs written before, when every knob of these sections was there whatever the kind, are
+# brought to this shape by workers/config/migrate.py, and hash as they did (workers/config/legacy.py).
+
+
+class _ModelKnobs(Section):
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
         "float32", description="Parameter dtype of the policy. float32 is required for bit-identical CPU runs."
     )
-    hidden_size: int = Field(128, ge=16, le=2048, description="tiny only: width of the network.")
-    layers: int = Field(4, ge=1, le=48, description="tiny only: number of transformer blocks.")
-    heads: int = Field(4, ge=1, le=64, description="tiny only: attention heads (must divide hidden_size).")
+
+
+class TinyModel(_ModelKnobs):
+    name: Literal["tiny"] = Field(
+        "tiny",
+        description="'tiny' for the built-in model (a small Llama with a character tokenizer, warm-started on the "
+        "task), or the path of a local directory holding a Hugging Face causal LM and its tokenizer (as written by "
+        "save_pretrained). Nothing is downloaded. Dropout is turned off in every policy: the sampler and the trainer "
+        "must score a completion with the same network, or on-policy ratios are not 1.",
+    )
+    hidden_size: int = Field(128, ge=16, le=2048, description="Width of the network.")
+    layers: int = Field(4, ge=1, le=48, description="Number of transformer blocks.")
+    heads: int = Field(4, ge=1, le=64, description="Attention heads (must divide hidden_size).")
     init_seed: int = Field(
         0,
         ge=0,
         le=2**31 - 1,
-        description="tiny only: seed of the initial weights and of the warm-start phase. Kept apart "
-        "from the run seed so that runs with different seeds start from the same model.",
+        description="Seed of the initial weights and of the warm-start phase. Kept apart from the run seed so that "
+        "runs with different seeds start from the same model.",
     )
     warmup_steps: int = Field(
         250,
         ge=0,
         le=1_000_000,
-        description="tiny only: supervised warm-start steps on the task's easier slice (0 = random init).",
+        description="Supervised warm-start steps on the task's easier slice (0 = random init).",
     )
-    warmup_lr: float = Field(3e-3, gt=0, le=1.0, description="tiny only: learning rate of the warm-start phase.")
-    warmup_batch_size: int = Field(64, ge=1, le=4096, description="tiny only: examples per warm-start step.")
+    warmup_lr: float = Field(3e-3, gt=0, le=1.0, description="Learning rate of the warm-start phase.")
+    warmup_batch_size: int = Field(64, ge=1, le=4096, description="Examples per warm-start step.")
 
     @model_validator(mode="after")
-    def _heads_divide_width(self) -> ModelConfig:
+    def _heads_divide_width(self) -> TinyModel:
         if self.hidden_size % self.heads:
             raise ValueError(f"heads ({self.heads}) must divide hidden_size ({self.hidden_size})")
         return self
 
 
-class TaskConfig(Section):
-    name: Literal["arith", "chain", "countdown", "jsonl", "parquet"] = Field(
-        "arith",
-        description="arith: integer expressions, answered with the result; chain: the same expressions, "
-        "worked one operation at a time (3+4-2=7-2=5), so completions grow with the expression; "
-        "countdown: reach a target from given numbers; "
-        "jsonl/parquet: question/answer files with GSM8K '#### 42' or \\boxed{42} answers.",
-    )
-    digits: int = Field(1, ge=1, le=6, description="arith/chain/countdown: the most digits an operand may have.")
-    operands: int = Field(
-        3, ge=2, le=8, description="arith/chain: the most operands per expression; countdown: numbers given."
-    )
-    min_operands: int | None = Field(
-        None,
-        ge=2,
-        le=8,
-        description="arith/chain: the fewest operands per expression; unset, every expression has "
-        "task.operands. With it set, lengths vary from problem to problem (see length_tail).",
-    )
-    length_tail: float = Field(
-        1.0,
-        gt=0,
-        le=1,
-        description="arith/chain with min_operands: P(k operands) is proportional to length_tail^(k - min_operands); "
-        "1 draws every count equally often, 0.5 halves the share at each extra operand: a long tail of long "
-        "problems (and, for chain, of long completions).",
-    )
-    shortcut_share: float = Field(
-        0.0,
-        ge=0,
-        le=1,
-        description="chain: share of the warm-start derivations that skip steps (each intermediate step left out "
-        "with probability 1/2), so the warm-started model writes full and shortened derivations of one problem: "
-        "lengths vary within a group, and a length-aware method has something to choose from.",
-    )
-    operators: str = Field(
-        "+-", max_length=8, description="arith/chain/countdown: the operators that may appear, from '+-*'."
-    )
-    warmup_digits: int = Field(
-        1,
-        ge=1,
-        le=6,
-        description="arith/chain/countdown: the easier slice the tiny model is warm-started on draws operands "
-        "of at most this many digits; a share of full-difficulty problems is mixed in.",
-    )
-    warmup_operands: int = Field(
-        2, ge=2, le=8, description="arith/chain/countdown: operands (numbers) per problem in the easier slice."
-    )
-    warmup_full_share: float = Field(
-        0.5,
-        ge=0,
-        le=1,
-        description="arith/chain/countdown: share of full-difficulty problems in the warm-start data.",
-    )
-    path: str | None = Field(None, max_length=4096, description="jsonl/parquet: the training file.")
-    eval_path: str | None = Field(
-        None,
+class PretrainedModel(_ModelKnobs):
+    name: str = Field(
         max_length=4096,
-        description="jsonl/parquet: a held-out file; without one, eval.size examples of `path` are held out.",
+        description="The path of a local directory holding a Hugging Face causal LM and its tokenizer (as written "
+        "by save_pretrained), under the deployment's data roots; 'tiny' for the built-in model. Nothing is "
+        "downloaded.",
     )
-    question_field: str = Field(
-        "question", max_length=256, description="jsonl/parquet: the field holding the question."
-    )
-    answer_field: str = Field("answer", max_length=256, description="jsonl/parquet: the field holding the answer.")
 
-    @field_validator("operators")
-    def _known_operators(cls, ops: str) -> str:
-        if not ops or set(ops) - set("+-*"):
-            raise ValueError(f"'{ops}' must be a non-empty subset of '+-*'")
-        return "".join(sorted(set(ops), key="+-*".index))
 
-    @model_validator(mode="after")
-    def _file_tasks_need_a_path(self) -> TaskConfig:
-        if self.name in ("jsonl", "parquet") and not self.path:
-            raise ValueError(f"task '{self.name}' needs task.path, the dataset file")
-        return self
+def _model_kind(section: Any) -> str:
+    """'tiny' for the built-in model; any other name is the directory of a pretrained one."""
+    name = section.get("name", "tiny") if isinstance(section, dict) else getattr(section, "name", "tiny")
+    return "tiny" if name == "tiny" else "pretrained"
 
-    @model_validator(mode="after")
-    def _shortcuts_are_chains(self) -> TaskConfig:
-        if self.shortcut_share and self.name != "chain":
-            raise ValueError(f"task.shortcut_share: task '{self.name}' has no derivation to shorten; only chain has")
-        return self
 
-    @model_validator(mode="after")
-    def _operand_range(self) -> TaskConfig:
-        if self.min_operands is None:
-            return self
-        if self.name not in ("arith", "chain"):
-            raise ValueError(f"task.min_operands: task '{self.name}' has a fixed size; only arith and chain vary it")
-        if self.min_operands > self.operands:
-            raise ValueError(f"task.min_operands ({self.min_operands}) is above task.operands ({self.operands})")
-        return self
+MODEL_KINDS = {"tiny": TinyModel, "pretrained": PretrainedModel}
+ModelConfig = Annotated[
+    Union[tuple(Annotated[model, Tag(kind)] for kind, model in MODEL_KINDS.items())],  # noqa: UP007
+    Discriminator(_model_kind),
+]
+
+
+TASK_KINDS = {name: _component_knobs("task", TASKS, name) for name in TASKS.names()}  # task name -> its knob model
+TaskConfig = Annotated[Union[tuple(TASK_KINDS.values())], Field(discriminator="name")]  # noqa: UP007
 
 
 class RewardConfig(Section):
@@ -224,16 +180,6 @@ STAGE_DEFAULTS = {
 }
 
 
-def _component_knobs(stage: str, registry, name: str) -> type[Section]:
-    """The component's own knob model with `name` fixed to it: one member of the stage's union."""
-    title = "".join(part.title() for part in f"{stage} {name}".replace("-", " ").split())
-    return create_model(
-        title,
-        __base__=registry.declaration(name).knobs,
-        name=(Literal[name], Field(name, description=f"{registry.kind}: {registry.summary(name)}")),
-    )
-
-
 def _stage_members(stage: str) -> dict[str, type[Section]]:
     from workers.pipeline import STAGES
 
@@ -255,10 +201,6 @@ ControlConfig = _stage_union("control")
 ReplayConfig = _stage_union("replay")
 AdvantageConfig = _stage_union("advantage")
 ObjectiveConfig = _stage_union("objective")
-
-
-def _default(stage: str):
-    return lambda: STAGE_KNOBS[stage][STAGE_DEFAULTS[stage]]()
 
 
 class OptimizerConfig(Section):
@@ -365,50 +307,93 @@ class EvalConfig(Section):
         return self.samples or self.k
 
 
-class ResourcesConfig(Section):
+class _ResourcesKnobs(Section):
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: CUDA when a GPU is visible, else CPU.")
     threads: int = Field(
         2, ge=1, le=1024, description="CPU threads torch may use (fixed, so CPU runs are bit-identical)."
     )
     gpus: int = Field(0, ge=0, le=1024, description="GPUs the run needs; >0 routes it to the gpu queue.")
-    nodes: int = Field(1, ge=1, le=1024, description="Machines the run spans; with executor ray, more than 1 spreads "
-                       "the rollout actors over them.")  # fmt: skip
-    executor: Literal["local", "ray"] = Field(
-        "local",
-        validate_default=True,  # checked against nodes when it is left out too
-        description="local: one process trains and samples. ray: a learner and resources.rollout_actors rollout "
-        "actors placed on a Ray cluster (RAY_ADDRESS, or a local one), weights sent to them after every update.",
-    )
-    rollout_actors: int = Field(
-        2, ge=1, le=1024, description="With executor ray: actors that sample, each a copy of the policy; a step's "
-        "prompts are split between them.",
-    )  # fmt: skip
-    actor_cpus: float = Field(
-        1.0, gt=0, le=1024, description="With executor ray: CPUs each rollout actor reserves (the learner reserves "
-        "resources.threads).",
-    )  # fmt: skip
-    actor_gpus: float = Field(
-        0.0, ge=0, le=64, description="With executor ray: GPUs each rollout actor reserves (a fraction shares one).",
-    )  # fmt: skip
-    learner_gpus: float = Field(
-        1.0, gt=0, le=1, description="With executor ray and resources.gpus > 0: the share of a GPU the learner "
-        "reserves; below 1 the rollout actors may share its GPU (e.g. 0.5, with two actors of 0.25 each).",
-    )  # fmt: skip
     wall_time_s: int | None = Field(
         None, ge=1, le=10 * 365 * 24 * 3600,
         description="Longest the run may take on a worker, in seconds, warm-start included; past it the run is "
         "stopped and fails. Unset: the deployment's ceiling (24 h unless its LIMIT_WALL_TIME_S says otherwise).",
     )  # fmt: skip
 
-    @field_validator("executor")
+
+def several_machines_need_ray(executor: str, nodes: Any) -> str:
+    return f"'{executor}' runs on one machine, and nodes is {nodes}: use ray, which places work on them"
+
+
+class LocalResources(_ResourcesKnobs):
+    executor: Literal["local"] = Field("local", description="executor: one process trains and samples.")
+
+    @model_validator(mode="before")
     @classmethod
-    def _several_machines_need_ray(cls, executor: str, info) -> str:
-        nodes = info.data.get("nodes", 1)  # validated first: it is declared before
-        if nodes > 1 and executor != "ray":
-            raise ValueError(
-                f"'{executor}' runs on one machine, and nodes is {nodes}: use ray, which places work on them"
-            )
-        return executor
+    def _several_machines_need_ray(cls, raw: Any) -> Any:
+        nodes = raw.get("nodes", 1) if isinstance(raw, dict) else 1
+        if isinstance(nodes, int) and nodes > 1:
+            raise ValueError(f"resources.executor: {several_machines_need_ray('local', nodes)}")
+        return raw
+
+
+class RayResources(_ResourcesKnobs):
+    executor: Literal["ray"] = Field(
+        "ray",
+        description="executor: a learner and resources.rollout_actors rollout actors placed on a Ray cluster "
+        "(RAY_ADDRESS, or a local one), weights sent to them after every update.",
+    )
+    nodes: int = Field(1, ge=1, le=1024, description="Machines the run spans; more than 1 spreads the rollout "
+                       "actors over them.")  # fmt: skip
+    rollout_actors: int = Field(
+        2, ge=1, le=1024, description="Actors that sample, each a copy of the policy; a step's prompts are split "
+        "between them.",
+    )  # fmt: skip
+    actor_cpus: float = Field(
+        1.0, gt=0, le=1024, description="CPUs each rollout actor reserves (the learner reserves resources.threads).",
+    )  # fmt: skip
+    actor_gpus: float = Field(
+        0.0, ge=0, le=64, description="GPUs each rollout actor reserves (a fraction shares one).",
+    )  # fmt: skip
+    learner_gpus: float = Field(
+        1.0, gt=0, le=1, description="With resources.gpus > 0: the share of a GPU the learner reserves; below 1 the "
+        "rollout actors may share its GPU (e.g. 0.5, with two actors of 0.25 each).",
+    )  # fmt: skip
+
+
+RESOURCES_KINDS = {"local": LocalResources, "ray": RayResources}  # resources.executor -> its knob model
+ResourcesConfig = Annotated[Union[tuple(RESOURCES_KINDS.values())], Field(discriminator="executor")]  # noqa: UP007
+
+
+@dataclass(frozen=True)
+class Switch:
+    """How a switched section chooses its kind."""
+
+    knob: str  # the knob whose value is the kind's name: `name`, or resources' `executor`
+    default: str  # the kind of a section given without that knob
+    other: str | None = None  # the kind of any value that names no kind (a model's directory: 'pretrained')
+
+
+SWITCHED_SECTIONS = {
+    "model": Switch("name", "tiny", other="pretrained"),
+    "task": Switch("name", "arith"),
+    **{stage: Switch("name", default) for stage, default in STAGE_DEFAULTS.items()},
+    "resources": Switch("executor", "local"),
+}
+# section -> kind -> its knob model
+SECTION_KINDS = {"model": MODEL_KINDS, "task": TASK_KINDS, **STAGE_KNOBS, "resources": RESOURCES_KINDS}
+
+
+def kind_of(section: str, given: dict) -> str:
+    """The kind a raw switched section chooses: `task: {name: chain}` -> chain, `model: {name: /m}` -> pretrained."""
+    switch = SWITCHED_SECTIONS[section]
+    value = given.get(switch.knob, switch.default)
+    if switch.other and not (isinstance(value, str) and value in SECTION_KINDS[section]):
+        return switch.other
+    return value
+
+
+def _default(section: str):
+    return lambda: SECTION_KINDS[section][SWITCHED_SECTIONS[section].default]()
 
 
 # Fields that bound how a run is executed without changing what it computes: left out of the config
@@ -427,10 +412,11 @@ class RunConfig(Section):
         0, ge=0, le=2**31 - 1, description="Seeds Python, NumPy and torch, the data order and the sampling."
     )
     model: ModelConfig = Field(
-        default_factory=ModelConfig, description="The policy network: the built-in tiny model or a local directory."
+        default_factory=_default("model"),
+        description="The policy network: the built-in tiny model or a local directory.",
     )
     task: TaskConfig = Field(
-        default_factory=TaskConfig, description="Where prompts come from and how completions are verified."
+        default_factory=_default("task"), description="Where prompts come from and how completions are verified."
     )
     reward: RewardConfig = Field(default_factory=RewardConfig, description="The reward functions and their weights.")
     rollout: RolloutConfig = Field(
@@ -463,17 +449,18 @@ class RunConfig(Section):
     eval: EvalConfig = Field(
         default_factory=EvalConfig, description="Held-out evaluation: pass@1 (greedy), pass@k, maj@k."
     )
-    resources: ResourcesConfig = Field(default_factory=ResourcesConfig, description="Where the run executes.")
+    resources: ResourcesConfig = Field(default_factory=_default("resources"), description="Where the run executes.")
 
     @model_validator(mode="before")
     @classmethod
-    def _stages_name_their_component(cls, raw: Any) -> Any:
-        """A stage section given without `name` (`objective: {clip_high: 0.3}`) keeps the default component."""
+    def _sections_name_their_kind(cls, raw: Any) -> Any:
+        """A switched section given without its switch (`objective: {clip_high: 0.3}`, `resources: {gpus: 1}`)
+        keeps the default kind."""
         if isinstance(raw, dict):
-            for stage, default in STAGE_DEFAULTS.items():
-                section = raw.get(stage)
-                if isinstance(section, dict) and "name" not in section:
-                    raw = {**raw, stage: {"name": default, **section}}
+            for name, switch in SWITCHED_SECTIONS.items():
+                section = raw.get(name)
+                if isinstance(section, dict) and switch.knob not in section:
+                    raw = {**raw, name: {switch.knob: switch.default, **section}}
         return raw
 
     @model_validator(mode="after")
@@ -489,9 +476,7 @@ class RunConfig(Section):
 
     @model_validator(mode="after")
     def _eval_leaves_training_problems(self) -> RunConfig:
-        from workers.tasks import problem_space
-
-        space = problem_space(self.task)
+        space = self.task.problem_space()  # counted from the task's knobs: no task code is imported
         if space is not None and self.eval.size > space // 2:
             raise ValueError(
                 f"eval.size: {self.eval.size} held-out problems would leave too few of the task's "
@@ -500,7 +485,18 @@ class RunConfig(Section):
         return self
 
     def canonical_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json", exclude=NOT_HASHED), sort_keys=True, separators=(",", ":"))
+        """The JSON the hash is taken of: every knob, sorted; the model, task and resources sections in their flat
+        form of before each kind owned its knobs (workers/config/legacy.py), so that old hashes hold."""
+        dumped = self.model_dump(mode="json", exclude=NOT_HASHED)
+        for section, flat in FLAT_DEFAULTS.items():
+            hashed = {knob: value for knob, value in flat.items() if knob not in NOT_HASHED.get(section, ())}
+            dumped[section] = {**hashed, **dumped[section]}
+        return json.dumps(dumped, sort_keys=True, separators=(",", ":"))
+
+    def flat(self, section: str) -> dict[str, Any]:
+        """A model, task or resources section as every config held it before each kind owned its knobs: the chosen
+        kind's knobs over the frozen defaults of the rest (legacy.py). What keys computed then are computed of."""
+        return {**FLAT_DEFAULTS[section], **getattr(self, section).model_dump()}
 
     def config_hash(self) -> str:
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()

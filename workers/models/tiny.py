@@ -72,7 +72,7 @@ def cache_key(cfg, task) -> str:
 
     shape = {
         "model": cfg.model.model_dump(exclude={"name", "dtype"}),
-        "task": cfg.task.model_dump(),
+        "task": cfg.flat("task"),  # the flat form of before the task owned its knobs: cached models keep their keys
         "data": task.fingerprint(),
         "charset": "".join(CHARSET),
         "versions": [torch.__version__, transformers.__version__],

@@ -2,7 +2,8 @@
 
 A task yields training prompts, a fixed held-out evaluation split, and an
 easier slice for the tiny model's warm-start, and it verifies completions.
-Tasks are registered by name; `build_task(cfg)` is the only entry point.
+Tasks are declared by name with their knobs in knobs.py (which RunConfig reads, so this
+package never imports the config); `build_task(cfg)` is the only entry point.
 
     task = build_task(cfg)                       # cfg: RunConfig
     batch = task.train_batch(16, np.random.default_rng(0))
@@ -13,14 +14,11 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 
-from workers.registry import Registry
-
-if TYPE_CHECKING:
-    from workers.config import RunConfig
+from workers.tasks.knobs import TASKS
 
 
 @dataclass(frozen=True)
@@ -56,8 +54,6 @@ class Task(Protocol):
         ...
 
 
-TASKS: Registry[type] = Registry("task")
-
 # Generated tasks hold out this many problems (or eval.size, if larger) from training, whatever
 # eval.size is, so the training stream and the warm-started model do not depend on eval.size;
 # evaluation uses the first eval.size of them.
@@ -67,11 +63,9 @@ HELD_OUT = 500
 def problem_space(task_cfg) -> int | None:
     """How many distinct problems a generated task can draw (at most); None for file tasks.
 
-    Each task class answers for itself (`problem_space(task_cfg)`), counting problems as its
-    held-out split tells them apart."""
-    task = load_task_class(task_cfg.name)
-    count = getattr(task, "problem_space", None)
-    return count(task_cfg) if count else None
+    Each task's knobs answer for it (workers/tasks/knobs.py), counting problems as its held-out
+    split tells them apart."""
+    return task_cfg.problem_space()
 
 
 def by_prompt(example: Example) -> str:
@@ -102,14 +96,12 @@ def held_out_size(eval_size: int, space: int) -> int:
 
 
 def load_task_class(name: str) -> type:
-    # import for registration: each module adds its task to TASKS
-    from workers.tasks import arith, chain, countdown, qa_files  # noqa: F401
-
+    """The task's class, imported from where its declaration says (workers/tasks/knobs.py)."""
     return TASKS.get(name)
 
 
-def build_task(cfg: RunConfig) -> Task:
-    """The task the config names, loaded and checked (file tasks raise DatasetError on bad files)."""
+def build_task(cfg) -> Task:
+    """The task a RunConfig names, loaded and checked (file tasks raise DatasetError on bad files)."""
     return load_task_class(cfg.task.name)(cfg)
 
 

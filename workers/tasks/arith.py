@@ -12,14 +12,13 @@ import re
 
 import numpy as np
 
-from workers.tasks import TASKS, Example, held_out_size, held_out_split, sha256_lines
+from workers.tasks import Example, held_out_size, held_out_split, sha256_lines
 from workers.tasks.expressions import ParseError, parse
 
 _INTEGER = re.compile(r"^-?\d+$")
 EVAL_SEED = 1_000_003  # the held-out split's own seed, independent of the run's
 
 
-@TASKS.register("arith")
 class ArithTask:
     """Integer +, -, x expressions with operator precedence; exact-match verifier."""
 
@@ -31,16 +30,10 @@ class ArithTask:
         self.warmup_digits = min(cfg.task.warmup_digits, self.digits)
         self.warmup_operands = min(cfg.task.warmup_operands, self.operands)
         self.warmup_full_share = cfg.task.warmup_full_share
-        size = held_out_size(cfg.eval.size, self.problem_space(cfg.task))
+        size = held_out_size(cfg.eval.size, cfg.task.problem_space())
         self._held_out_examples = held_out_split(lambda rng: self.draw(rng, self.digits), size, EVAL_SEED)
         self._eval = self._held_out_examples[: cfg.eval.size]
         self._held_out = {e.prompt for e in self._held_out_examples}
-
-    @staticmethod
-    def problem_space(task_cfg) -> int:
-        """Distinct prompts: operand values x operator choices (an expression's order matters here)."""
-        values, choices = 10**task_cfg.digits, len(task_cfg.operators)
-        return sum(values**k * choices ** (k - 1) for k in operand_counts(task_cfg)[0])
 
     def draw_count(self, rng: np.random.Generator) -> int:
         if len(self.counts) == 1:  # a fixed size draws nothing, so fixed-size streams stay as they were
@@ -100,8 +93,8 @@ class ArithTask:
 
 def operand_counts(task_cfg) -> tuple[list[int], list[float]]:
     """The operand counts a problem may have and their probabilities: P(k) ∝ length_tail^(k - min_operands)."""
-    low = task_cfg.min_operands or task_cfg.operands
-    counts = list(range(low, task_cfg.operands + 1))
+    counts = task_cfg.operand_range()
+    low = counts[0]
     weights = np.array([task_cfg.length_tail ** (k - low) for k in counts])
     return counts, list(weights / weights.sum())
 

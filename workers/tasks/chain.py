@@ -18,7 +18,7 @@ import re
 
 import numpy as np
 
-from workers.tasks import TASKS, Example, sha256_lines
+from workers.tasks import Example, sha256_lines
 from workers.tasks.arith import ArithTask
 from workers.tasks.expressions import ParseError, parse, tokenize
 
@@ -43,7 +43,6 @@ def _split(expression: str) -> tuple[list[int], list[str]]:
     return [int(t) for t in tokens[0::2]], tokens[1::2]
 
 
-@TASKS.register("chain")
 class ChainTask(ArithTask):
     """arith with its working written out; the verifier checks the chain's last number."""
 

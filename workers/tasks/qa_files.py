@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from workers.errors import DatasetError
-from workers.tasks import TASKS, Example, sha256_lines
+from workers.tasks import Example, sha256_lines
 
 _HASHES = re.compile(r"####\s*([^\n]+)")
 _BOXED = re.compile(r"\\boxed\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}")
@@ -133,7 +133,6 @@ class QATask:
         return sha256_lines([self.name, digest.hexdigest(), *(e.prompt for e, _ in self._eval)])
 
 
-@TASKS.register("jsonl")
 class JsonlTask(QATask):
     """One JSON object per line with question and answer fields."""
 
@@ -150,7 +149,6 @@ class JsonlTask(QATask):
                     raise DatasetError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
 
 
-@TASKS.register("parquet")
 class ParquetTask(QATask):
     """A parquet table with question and answer columns."""
 

@@ -59,9 +59,11 @@ def count_rows(path: Path, kind: str) -> int:
 def check_task(cfg: RunConfig, errors: dict[str, str]) -> dict[str, str]:
     """{knob: resolved path} for the task's files; problems go to errors."""
     resolved = {}
+    if cfg.task.name not in FILE_TASKS:
+        return resolved  # a generated task reads no file
     for knob in ("path", "eval_path"):
         value = getattr(cfg.task, knob)
-        if cfg.task.name not in FILE_TASKS or not value:
+        if not value:
             continue
         try:
             path = resolve_under_roots(value)

@@ -4,10 +4,10 @@
 template; `parse_form(post)` turns the submitted strings back into a raw config
 dict that RunConfig validates (pydantic converts "8" to 8, "1e-3" to 0.001).
 
-A pipeline stage's section is a union of its components' knob models: the form
-shows the component select and every knob of every component, each marked with
-the components that own it (the page shows only the chosen one's), and parse_form
-sends only the chosen component's knobs.
+A switched section (a pipeline stage, the task, the model, the resources: SWITCHED_SECTIONS) is a union
+of its kinds' knob models chosen by one knob (`name`, or resources' `executor`): the form shows that
+switch and every knob of every kind, each marked with the kinds that own it (the page shows only the
+chosen one's), and parse_form sends only the chosen kind's knobs.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from rolloutlab.inputs import Id, Name, ProjectName, Strict, Tags, UserInputErro
 from rolloutlab.runs.access import get_run_for_user
 from rolloutlab.runs.models import Kind
 from workers import estimates, schedule_checks
-from workers.config import METHODS, STAGE_DEFAULTS, json_schema, resolve, shape_problems
+from workers.config import METHODS, SWITCHED_SECTIONS, json_schema, kind_of, resolve, shape_problems
 from workers.errors import ConfigError
 
 MAX_JSON_FIELD = 20_000  # characters of one JSON knob (e.g. reward weights)
@@ -52,9 +52,9 @@ class FormField:
     minimum: float | None = None
     maximum: float | None = None
     step: str = "any"
-    components: list[str] = field(default_factory=list)  # stage knobs: the components that own it
+    components: list[str] = field(default_factory=list)  # a switched section's knob: the kinds that own it
     limit: str = ""  # the deployment's ceiling on this knob, if any
-    descriptions: dict[str, str] = field(default_factory=dict)  # a component select: each choice's one line
+    descriptions: dict[str, str] = field(default_factory=dict)  # a kind select: each choice's one line
 
     @property
     def form_value(self) -> str | bool:
@@ -73,6 +73,9 @@ class FormSection:
     name: str
     help: str
     fields: list[FormField]
+    switch: str = ""  # a switched section: the field that chooses its kind ("resources.executor")
+    kinds: list[str] = field(default_factory=list)  # ... and the kinds it may choose
+    other: str = ""  # ... the kind of a value that names none (a model's directory: "pretrained")
 
 
 def _describe(prop: dict) -> tuple[dict, bool]:
@@ -103,41 +106,62 @@ def make_field(name: str, prop: dict, value: Any, error: str) -> FormField:
     return made
 
 
-def stage_knobs(section: str) -> tuple[list[str], dict[str, tuple[dict, list[str]]]]:
-    """A stage's component names, and each knob's schema (from its first owner) with the components owning it."""
-    mapping = SCHEMA["properties"][section]["discriminator"]["mapping"]
+def _definition(ref: str) -> dict:
+    return SCHEMA["$defs"][ref.split("/")[-1]]
+
+
+def section_kinds(section: str) -> tuple[list[str], dict[str, tuple[dict, list[str]]]]:
+    """A switched section's kinds, and each knob's schema (from its first owner) with the kinds owning it."""
+    switch = SWITCHED_SECTIONS[section].knob
     knobs: dict[str, tuple[dict, list[str]]] = {}
-    for name, ref in mapping.items():
-        for knob, prop in SCHEMA["$defs"][ref.split("/")[-1]]["properties"].items():
-            if knob != "name":
-                knobs.setdefault(knob, (prop, []))[1].append(name)
-    return list(mapping), knobs
+    for kind, about in SCHEMA["x-components"][section].items():
+        for knob, prop in _definition(about["$ref"])["properties"].items():
+            if knob != switch:
+                knobs.setdefault(knob, (prop, []))[1].append(kind)
+    return list(SCHEMA["x-components"][section]), knobs
 
 
-def component_summaries(section: str) -> dict[str, str]:
-    """Each component of a stage with its one-line description (the schema's description of its name)."""
-    mapping = SCHEMA["properties"][section]["discriminator"]["mapping"]
+def kind_summaries(section: str) -> dict[str, str]:
+    """Each kind of a switched section with its one-line description (the schema's description of its switch)."""
+    switch = SWITCHED_SECTIONS[section].knob
     summaries = {}
-    for name, ref in mapping.items():
-        described = SCHEMA["$defs"][ref.split("/")[-1]]["properties"]["name"].get("description", "")
-        summaries[name] = described.split(": ", 1)[-1]
+    for kind, about in SCHEMA["x-components"][section].items():
+        described = _definition(about["$ref"])["properties"][switch].get("description", "")
+        summaries[kind] = described.split(": ", 1)[-1]
     return summaries
 
 
-def stage_fields(section: str, given: dict, errors: dict[str, str]) -> list[FormField]:
-    names, knobs = stage_knobs(section)
-    chosen = given.get("name") or STAGE_DEFAULTS[section]
-    help_text = SCHEMA["properties"][section].get("description", "")
-    picker = FormField(name=f"{section}.name", label="name", help=help_text, widget="select", value=chosen,
-                       error=errors.get(f"{section}.name", ""), choices=names,
-                       descriptions=component_summaries(section))  # fmt: skip
+def switch_field(section: str, value: str, kinds: list[str], errors: dict[str, str]) -> FormField:
+    """The field that chooses a section's kind: a select of the kinds, or text where any value names one (a model's
+    directory)."""
+    switch = SWITCHED_SECTIONS[section]
+    name = f"{section}.{switch.knob}"
+    if switch.other:
+        ref = SCHEMA["x-components"][section][switch.other]["$ref"]
+        help_text = _definition(ref)["properties"][switch.knob].get("description", "")
+        return FormField(name=name, label=switch.knob, help=help_text, widget="text", value=value,
+                         error=errors.get(name, ""))  # fmt: skip
+    return FormField(name=name, label=switch.knob, help=SCHEMA["properties"][section].get("description", ""),
+                     widget="select", value=value, error=errors.get(name, ""), choices=kinds,
+                     descriptions=kind_summaries(section))  # fmt: skip
+
+
+def switched_section(section: str, given: dict, errors: dict[str, str]) -> FormSection:
+    """A switched section: its switch, then every kind's knobs, each marked with the kinds that own it."""
+    switch = SWITCHED_SECTIONS[section]
+    kinds, knobs = section_kinds(section)
+    chosen = kind_of(section, given)
+    picker = switch_field(section, given.get(switch.knob) or switch.default, kinds, errors)
+    if errors.get(section):  # a problem that spans the section, e.g. heads vs hidden_size
+        picker.error = (picker.error + " " + errors[section]).strip()
     fields = [picker]
     for knob, (prop, owners) in knobs.items():
         value = given.get(knob, prop.get("default")) if chosen in owners else prop.get("default")
         made = make_field(f"{section}.{knob}", prop, value, errors.get(f"{section}.{knob}", ""))
         made.components = owners
         fields.append(made)
-    return fields
+    help_text = SCHEMA["properties"][section].get("description", "")
+    return FormSection(section, help_text, fields, switch=picker.name, kinds=kinds, other=switch.other or "")
 
 
 def form_sections(values: dict, errors: dict[str, str]) -> list[FormSection]:
@@ -146,10 +170,8 @@ def form_sections(values: dict, errors: dict[str, str]) -> list[FormSection]:
     sections = [FormSection("run", "The seed of this run.", general)]
     for section in SECTION_ORDER:
         given = values.get(section, {})
-        if "discriminator" in top[section]:
-            sections.append(
-                FormSection(section, top[section].get("description", ""), stage_fields(section, given, errors))
-            )
+        if section in SWITCHED_SECTIONS:
+            sections.append(switched_section(section, given, errors))
             continue
         ref = top[section]["$ref"].split("/")[-1]
         props = SCHEMA["$defs"][ref]["properties"]
@@ -226,9 +248,10 @@ def parse_form(post) -> tuple[dict, dict[str, str]]:
     raw: dict[str, Any] = {"method": post.get("method") or None}
     errors: dict[str, str] = {}
     for section in form_sections({}, {}):
+        chosen = posted_kind(section, post)
         for f in section.fields:
-            if f.components and post.get(f"{section.name}.name") not in f.components:
-                continue  # a knob of a component that was not chosen
+            if f.components and chosen not in f.components:
+                continue  # a knob of a kind that was not chosen
             value = parse_value(f, post, errors)
             if "." in f.name:
                 head, knob = f.name.split(".", 1)
@@ -236,6 +259,14 @@ def parse_form(post) -> tuple[dict, dict[str, str]]:
             else:
                 raw[f.name] = value
     return raw, errors
+
+
+def posted_kind(section: FormSection, post) -> str:
+    """The kind the submitted form chose for a switched section ("" for a section that is not switched)."""
+    if not section.switch:
+        return ""
+    value = post.get(section.switch)
+    return kind_of(section.name, {section.switch.split(".", 1)[1]: value} if value is not None else {})
 
 
 def parse_value(f: FormField, post, errors: dict[str, str]) -> Any:

@@ -23,7 +23,7 @@ CEILINGS = {
                          "parameters of the tiny model (hidden_size and layers)"),
     "eval_samples": ("eval.size", lambda c: c.eval.size * c.eval.n, "evaluation samples (eval.size x samples)"),
     "steps": ("schedule.steps", lambda c: c.schedule.steps, "steps"),
-    "warmup_examples": ("model.warmup_steps", lambda c: c.model.warmup_steps * c.model.warmup_batch_size,
+    "warmup_examples": ("model.warmup_steps", lambda c: tiny_warmup_examples(c),
                         "warm-start examples (warmup_steps x warmup_batch_size)"),
     "threads": ("resources.threads", lambda c: c.resources.threads, "CPU threads"),
     "rollout_actors": ("resources.rollout_actors", lambda c: ray_actors(c), "rollout actors a run on Ray"),
@@ -53,6 +53,11 @@ def ray_actors(cfg: RunConfig) -> int:
 def tiny_size(cfg: RunConfig) -> int:
     """The tiny model's parameters; 0 for a model from a directory, whose size its own files fix."""
     return tiny_parameters(cfg.model.hidden_size, cfg.model.layers) if cfg.model.name == "tiny" else 0
+
+
+def tiny_warmup_examples(cfg: RunConfig) -> int:
+    """The tiny model's warm-start examples; 0 for a model from a directory, which is not warm-started."""
+    return cfg.model.warmup_steps * cfg.model.warmup_batch_size if cfg.model.name == "tiny" else 0
 
 
 def over_limits(cfg: RunConfig) -> dict[str, str]:

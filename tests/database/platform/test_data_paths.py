@@ -112,7 +112,7 @@ def test_a_bundle_whose_config_reads_outside_the_roots_is_refused_at_import(alic
 
     _, outside = roots
     cfg = small_config().model_dump(mode="json")
-    cfg["task"] = {**cfg["task"], "name": "jsonl", "path": str(outside / "secret.jsonl")}
+    cfg["task"] = {"name": "jsonl", "path": str(outside / "secret.jsonl")}
     cfg["eval"]["size"] = 8
     response = alice_client.post("/api/bundles", data=small_bundle(config=cfg), content_type="application/zip")
     assert response.status_code == 400

@@ -104,6 +104,43 @@ def test_switching_a_stage_component_sends_only_that_components_knobs(alice_clie
     assert run.config["objective"]["clip_high"] == 0.28  # the rest of the preset stays
 
 
+def test_the_task_model_and_executor_show_each_knob_with_the_kinds_that_own_it(alice_client):
+    page = alice_client.get("/runs/launch/").content.decode()
+    assert 'data-switch="task.name" data-kinds="arith chain countdown jsonl parquet"' in page
+    assert 'data-switch="model.name" data-kinds="tiny pretrained" data-other-kind="pretrained"' in page
+    assert 'data-switch="resources.executor" data-kinds="local ray"' in page
+    assert re.search(r'data-name="task.shortcut_share" data-components="chain"', page)
+    assert re.search(r'data-name="task.path" data-components="jsonl parquet"', page)
+    assert re.search(r'data-name="model.hidden_size" data-components="tiny"', page)
+    assert re.search(r'data-name="resources.rollout_actors" data-components="ray"', page)
+    assert '<input name="model.name" id="f-model.name" value="tiny"' in page  # any directory may be typed
+
+
+def test_switching_the_task_model_and_executor_sends_only_their_kinds_knobs(alice_client, tmp_path, settings):
+    settings.DATA_ROOTS = [tmp_path]
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text("{}")
+    (tmp_path / "train.jsonl").write_text('{"question": "1+1?", "answer": "#### 2"}\n' * 300)
+    values = launch_form(alice_client)  # the form holds every kind's knobs at their defaults
+    values.update({"task.name": "jsonl", "task.path": "train.jsonl", "model.name": str(tmp_path / "m"),
+                   "resources.executor": "ray", "resources.rollout_actors": "3"})  # fmt: skip
+    response = alice_client.post("/runs/launch/", values)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    config = Run.objects.get().config
+    assert set(config["task"]) == {"name", "path", "eval_path", "question_field", "answer_field"}
+    assert config["model"] == {"name": str((tmp_path / "m").resolve()), "dtype": "float32"}
+    assert config["resources"]["executor"] == "ray" and config["resources"]["rollout_actors"] == 3
+
+
+def test_a_problem_of_a_kinds_knobs_is_filed_under_the_field(alice_client):
+    values = launch_form(alice_client)
+    values.update({"task.name": "jsonl", "task.path": "", "model.heads": "3"})
+    page = alice_client.post("/runs/launch/", values).content.decode()
+    assert "task &#x27;jsonl&#x27; needs task.path, the dataset file" in page
+    assert "heads (3) must divide hidden_size (128)" in page
+    assert Run.objects.count() == 0
+
+
 def test_the_launch_page_lists_every_method_with_its_summary_and_card(alice_client):
     page = alice_client.get("/runs/launch/?method=mopps").content.decode()
     for name, preset in METHODS.items():

@@ -1,9 +1,11 @@
-"""In Chromium: a pipeline stage shows the knobs of the component chosen, and only those; warnings follow edits;
+"""In Chromium: a pipeline stage (and the task, the model, the executor) shows the knobs of the kind chosen, and
+only those; warnings follow edits;
 switching preset keeps the user's edits; the YAML editor checks as you type and launches; errors link to fields."""
 
 import pytest
 
 from tests.live.platform.test_live_runs import log_in
+from tests.support.platform_fixtures import open_section
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -18,6 +20,22 @@ def test_choosing_a_stage_component_shows_its_knobs_and_hides_the_others(page, a
     assert page.is_visible("[name='filter.overlong']")  # every filter owns it
     page.select_option("[name='filter.name']", "dynamic-sampling")
     assert page.is_visible("[name='filter.max_rounds']")
+
+
+def test_choosing_a_task_model_or_executor_shows_its_knobs_and_hides_the_others(page, alice, stack):
+    log_in(page, "alice", "alice-password")
+    page.goto("/runs/launch/")
+    for knob in ("task.name", "model.name", "resources.executor"):
+        open_section(page, knob)
+    assert page.is_visible("[name='task.digits']") and not page.is_visible("[name='task.path']")
+    page.select_option("[name='task.name']", "jsonl")
+    assert page.is_visible("[name='task.path']") and not page.is_visible("[name='task.digits']")
+    assert page.is_visible("[name='model.hidden_size']") and page.is_visible("[name='model.dtype']")
+    page.fill("[name='model.name']", "models/smol")  # a directory, typed: the tiny model's knobs go
+    assert not page.is_visible("[name='model.hidden_size']") and page.is_visible("[name='model.dtype']")
+    assert not page.is_visible("[name='resources.rollout_actors']")
+    page.select_option("[name='resources.executor']", "ray")
+    assert page.is_visible("[name='resources.rollout_actors']") and page.is_visible("[name='resources.threads']")
 
 
 def test_the_inert_knob_warning_follows_the_schedule_as_it_is_edited(page, alice, stack):

@@ -23,10 +23,15 @@ def test_the_wall_time_limit_leaves_the_hash_alone():
     assert RunConfig().config_hash() == pinned
     assert resolve({"resources": {"wall_time_s": 60}}).config_hash() == pinned
     # where the actors are placed changes nothing they compute; how many there are does (one generator each)
-    assert resolve({"resources": {"actor_cpus": 0.5, "actor_gpus": 1}}).config_hash() == pinned
     on_ray = resolve({"resources": {"executor": "ray"}}).config_hash()
+    assert resolve({"resources": {"executor": "ray", "actor_cpus": 0.5, "actor_gpus": 1}}).config_hash() == on_ray
     assert resolve({"resources": {"executor": "ray", "nodes": 2}}).config_hash() == on_ray != pinned
-    assert resolve({"resources": {"rollout_actors": 3}}).config_hash() != pinned
+    assert resolve({"resources": {"executor": "ray", "rollout_actors": 3}}).config_hash() != on_ray
+    # the actors' knobs are ray's alone: an old local config holding them at their defaults hashes as it did,
+    # and one asking for actors a local run would not place is refused, naming the knob
+    assert resolve({"resources": {"rollout_actors": 2, "actor_cpus": 1.0, "nodes": 1}}).config_hash() == pinned
+    with pytest.raises(ConfigError, match=r"resources.rollout_actors: resources 'local' has no knob rollout_actors"):
+        resolve({"resources": {"rollout_actors": 3}})
     assert resolve({"resources": {"wall_time_s": 60}}).resources.wall_time_s == 60
 
 
