@@ -13,7 +13,7 @@ from workers.config import METHODS, RunConfig, resolve
 
 migration = importlib.import_module("rolloutlab.runs.migrations.0002_component_owned_knobs")
 kinds_migration = importlib.import_module("rolloutlab.runs.migrations.0009_kind_owned_knobs")
-FLAT = json.loads((Path(__file__).parents[1] / "engine" / "data" / "flat_configs.json").read_text())["configs"]
+FLAT = json.loads((Path(__file__).parents[2] / "offline" / "engine" / "data" / "flat_configs.json").read_text())["configs"]
 
 
 def flat_config(method):
