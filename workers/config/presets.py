@@ -224,12 +224,6 @@ METHODS: dict[str, Preset] = {
         "correct answers reached by a malformed derivation earn half: a shortcut while most of a group is wrong, "
         "penalised once most is right",
     ),
-    "ace": Preset(
-        "GRPO whose negative advantages grow with the completion's log-likelihood gain over the initial policy, "
-        "1 + softplus(log pi/pi_ref), so overconfident errors are pushed down hardest (ACE).",
-        {"advantage": {"name": "ace"}},
-        "negative advantages scaled by 1 + α·softplus(log π/π_ref): overconfident errors pushed down hardest",
-    ),
     "grpo-lambda": Preset(
         "GRPO with a length penalty that counts only in groups at least half correct; groups below are scored "
         "by correctness alone (GRPO-lambda).",
