@@ -224,12 +224,6 @@ METHODS: dict[str, Preset] = {
         "correct answers reached by a malformed derivation earn half: a shortcut while most of a group is wrong, "
         "penalised once most is right",
     ),
-    "ace": Preset(
-        "GRPO whose negative advantages grow with the completion's log-likelihood gain over the initial policy, "
-        "1 + softplus(log pi/pi_ref), so overconfident errors are pushed down hardest (ACE).",
-        {"advantage": {"name": "ace"}},
-        "negative advantages scaled by 1 + α·softplus(log π/π_ref): overconfident errors pushed down hardest",
-    ),
     "grpo-lambda": Preset(
         "GRPO with a length penalty that counts only in groups at least half correct; groups below are scored "
         "by correctness alone (GRPO-lambda).",
@@ -266,6 +260,18 @@ METHODS: dict[str, Preset] = {
         # the policy learns to invent new wrong answers (pass@1 0.09 against 0.52 without, 3 seeds).
         {"advantage": {"name": "outcome-explore", "history_bonus": 0.25, "batch_penalty": 0.25, "scale": "none"}},
         "reward + c/√(times the prompt gave this answer) − penalty for answers repeated in the group, then grpo",
+    ),
+    "ace": Preset(
+        "GRPO whose negative advantages are scaled by 1 + softplus(c), c a completion's log-likelihood gain over "
+        "the initial policy, so errors the policy has grown confident in are pushed down harder (ACE).",
+        # Xu et al. 2026, "Overconfident Errors Need Stronger Correction" (abstract): the per-rollout confidence
+        # shift c_i = log(pi_theta(y_i|x) / pi_ref(y_i|x)) modulates negative advantages. The abstract fixes no
+        # form nor strength: 1 + alpha softplus(c) with alpha = 1 (the knob's default) is the card's choice
+        # (docs/methods/ace.md). The component needs the reference's log-probabilities, so the trainer keeps a
+        # frozen copy of the initial policy although objective.kl_coef stays 0.
+        {"advantage": {"name": "ace"}},
+        "negative advantages × (1 + α softplus(c)), c = log π/π_ref of the completion: confident errors pushed "
+        "down harder",
     ),
 }
 
