@@ -129,3 +129,20 @@ def test_the_trainer_builds_the_reference_for_ace_at_kl_0_and_not_for_grpo_and_c
     if first[OVERCONFIDENT_ERRORS] or first[PENALTY_FACTOR] != 1.0:  # a step with negative advantages
         assert first[PENALTY_FACTOR] == pytest.approx(1 + math.log(2), abs=1e-3)
     assert all(row[PENALTY_FACTOR] >= 1 and 0 <= row[OVERCONFIDENT_ERRORS] <= 1 for row in rows)
+
+
+def test_with_a_kl_term_the_reference_runs_once_per_step_and_the_loss_reads_the_same_numbers():
+    """(Kept from the first ACE's tests: the re-added one must not score the reference twice.)"""
+    trainer = Trainer(small_config(method="ace", schedule={"steps": 2}, objective={"kl_coef": 0.1}), MemoryReporter())
+    calls, forward = [], trainer.learner.reference.forward
+
+    def counted(*args, **kwargs):
+        calls.append("prompts" if kwargs.get("past_key_values") is None else "completions")
+        return forward(*args, **kwargs)
+
+    trainer.learner.reference.forward = counted
+    assert trainer.run() == "succeeded"
+    # one pass a step (its prompts, then its completions), for the advantage stage; the KL term reuses it
+    assert calls == ["prompts", "completions"] * 2
+    kl = [v for _, v in trainer.reporter.series("policy/kl_ref")]
+    assert len(kl) == 2 and kl[0] < 1e-6  # the first update's policy is the reference
