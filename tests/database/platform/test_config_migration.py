@@ -13,7 +13,8 @@ from workers.config import METHODS, RunConfig, resolve
 
 migration = importlib.import_module("rolloutlab.runs.migrations.0002_component_owned_knobs")
 kinds_migration = importlib.import_module("rolloutlab.runs.migrations.0009_kind_owned_knobs")
-FLAT = json.loads((Path(__file__).parents[2] / "offline" / "engine" / "data" / "flat_configs.json").read_text())["configs"]
+FLAT_CONFIGS = Path(__file__).parents[2] / "offline" / "engine" / "data" / "flat_configs.json"
+FLAT = json.loads(FLAT_CONFIGS.read_text())["configs"]
 
 
 def flat_config(method):
