@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from workers.errors import ConfigError
+from workers.models.shape import SPECIALS
 
 
 def quiet_transformers() -> None:
@@ -70,9 +71,16 @@ def preload() -> None:
 def load_policy(cfg, task, device: torch.device) -> Policy:
     quiet_transformers()
     if cfg.model.name == "tiny":
-        from workers.models.tiny import tiny_policy
+        from workers.models.tiny import tiny_network_and_tokenizer
 
-        policy = tiny_policy(cfg, task)
+        model, tokenizer, source = tiny_network_and_tokenizer(cfg, task)
+        policy = Policy(
+            model=model,
+            tokenizer=tokenizer,
+            eos_id=SPECIALS.index("<eos>"),
+            pad_id=SPECIALS.index("<pad>"),
+            source=source,
+        )
     else:
         policy = pretrained_policy(cfg.model.name)
     policy.model.to(device=device, dtype=DTYPES[cfg.model.dtype])

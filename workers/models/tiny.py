@@ -20,7 +20,6 @@ import numpy as np
 import torch
 
 from workers import progress, stopping
-from workers.models.policy import Policy
 from workers.models.shape import CHARSET, MAX_POSITIONS, SPECIALS
 
 
@@ -81,7 +80,8 @@ def cache_key(cfg, task) -> str:
     return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:20]
 
 
-def tiny_policy(cfg, task) -> Policy:
+def tiny_network_and_tokenizer(cfg, task):
+    """The warm-started tiny model (built and cached on first use) and its tokenizer; policy.py wraps them."""
     from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
     key = cache_key(cfg, task)
@@ -90,7 +90,7 @@ def tiny_policy(cfg, task) -> Policy:
         build_tiny(cfg, task, path)
     model = LlamaForCausalLM.from_pretrained(path, local_files_only=True)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(path, local_files_only=True)
-    return Policy(model=model, tokenizer=tokenizer, eos_id=2, pad_id=0, source=f"tiny@{key}")
+    return model, tokenizer, f"tiny@{key}"
 
 
 def build_tiny(cfg, task, path: Path) -> None:
