@@ -1,8 +1,8 @@
 # Rollout Lab: the README's commands. Each installs what it needs into .venv first.
 #   make demo             install, migrate, create the demo login, serve at http://127.0.0.1:8000/
 #   make demo EXAMPLES=1  the same, and queue two example runs
-#   make test             install (Chromium too), then lint and run every test against real services:
-#                         tests/offline beside tests/database + tests/live, two pytest sessions at once
+#   make test             install (Chromium too), then lint and run every test against real services,
+#                         the three tiers in one pytest session (the time of each tier printed at the end)
 #   make test-offline     one tier alone: no database, no server (the engine, the config)
 #   make test-database    one tier alone: the platform on PostgreSQL (and Redis), in process
 #   make test-live        one tier alone: daphne, a Celery worker, Chromium, Ray
@@ -49,7 +49,7 @@ lint: install
 	$(BIN)/ruff format --check workers platform tests bench manage.py
 
 test: lint browser
-	$(BIN)/python -m tests.tiers
+	$(BIN)/python -m pytest -q tests/offline tests/database tests/live
 
 test-offline: lint
 	$(BIN)/python -m pytest -q tests/offline

@@ -110,8 +110,8 @@ def collect_static() -> None:
     """collectstatic, as every deployment runs it, when static/ or the plotly bundle changed since the last one:
     the live servers serve the hashed, compressed files, and pages name them (compressing Plotly takes seconds).
 
-    Under a file lock: `make test` starts two pytest sessions at once (tests/tiers.py), and two `--clear`s at once
-    would delete each other's files."""
+    Under a file lock: two pytest sessions started at once (two tiers run side by side by hand) would otherwise
+    run two `--clear`s at once and delete each other's files."""
     import plotly
 
     root = Path(os.environ.get("STATIC_ROOT", ROOT / "var" / "static"))

@@ -64,7 +64,7 @@ def test_the_record_holds_what_produced_the_run(tmp_path):
     trainer.run()
     record = trainer.environment
     # the record says what it cost; the 2-second target is bench/audit_capture.py's (a timed assertion here failed
-    # only when the machine was loaded: make test runs two sessions at once)
+    # only when the machine was loaded)
     assert 0 < record["capture_seconds"] < 60
     assert {"code", "packages", "torch", "gpu", "cpu", "host", "env", "seeds", "config", "config_hash",
             "dataset_fingerprint", "initial_weights_sha256", "determinism"} <= set(record)  # fmt: skip
