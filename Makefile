@@ -2,7 +2,8 @@
 #   make demo             install, migrate, create the demo login, serve at http://127.0.0.1:8000/
 #   make demo EXAMPLES=1  the same, and queue two example runs
 #   make test             install (Chromium too), then lint and run every test against real services,
-#                         the three tiers in one pytest session (the time of each tier printed at the end)
+#                         the three tiers in one pytest session on TEST_WORKERS=2 pytest-xdist workers
+#                         (tests/support/scheduling.py; the time of each tier printed at the end)
 #   make test-offline     one tier alone: no database, no server (the engine, the config)
 #   make test-database    one tier alone: the platform on PostgreSQL (and Redis), in process
 #   make test-live        one tier alone: daphne, a Celery worker, Chromium, Ray
@@ -17,6 +18,9 @@ BENCH_STAMP := $(VENV)/.installed-bench
 # warm-started models: ROLLOUTLAB_CACHE if set, else ~/.cache/rolloutlab, the place the command line uses too
 
 PORT ?= 8000
+# pytest-xdist workers; TEST_WORKERS=0 runs the tests in one process
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 EXAMPLES ?=
 
 .PHONY: install browser demo test test-offline test-database test-live soak lint bench clean
@@ -49,16 +53,16 @@ lint: install
 	$(BIN)/ruff format --check workers platform tests bench manage.py
 
 test: lint browser
-	$(BIN)/python -m pytest -q tests/offline tests/database tests/live
+	$(PYTEST) tests/offline tests/database tests/live
 
 test-offline: lint
-	$(BIN)/python -m pytest -q tests/offline
+	$(PYTEST) tests/offline
 
 test-database: lint
-	$(BIN)/python -m pytest -q tests/database
+	$(PYTEST) tests/database
 
 test-live: lint browser
-	$(BIN)/python -m pytest -q tests/live
+	$(PYTEST) tests/live
 
 # the soak is left out of `make test` (its 15-minute budget); -m on the command line replaces addopts' own
 soak: install

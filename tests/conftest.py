@@ -13,7 +13,7 @@ from tests.configs import small_config  # noqa: F401  (re-exported: the tests im
 
 # the platform's fixtures (the live stack, Chromium, the embedded server) serve the database and live tiers;
 # tier_times prints what each tier cost
-pytest_plugins = ["tests.support.platform_fixtures", "tests.support.tier_times"]
+pytest_plugins = ["tests.support.platform_fixtures", "tests.support.tier_times", "tests.support.scheduling"]
 
 # One warm-start cache for the whole session, inside the checkout (ignored by git), so the
 # tiny models are built once per machine and every test after the first starts at once.

@@ -19,7 +19,9 @@ from pathlib import Path
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parents[2]
-LOGS = ROOT / ".cache" / "live-logs"
+# one folder per pytest-xdist worker ("main" without xdist): a worker clears its own logs at the start
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
+LOGS = ROOT / ".cache" / "live-logs" / XDIST_WORKER
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-quic", "--no-first-run", "--disable-sync"]  # fmt: skip
@@ -81,11 +83,15 @@ class Stack:
         include = ["--include", self.worker_include] if self.worker_include else []
         self.worker = self.spawn(f"{self.name}worker", [
             sys.executable, "-m", "celery", "-A", "rolloutlab", "worker", "-Q", self.queues, "-P", "prefork", "-c", "1",
-            "--max-tasks-per-child", "1", "-n", f"test-worker-{self.worker_count}@%h", "--without-gossip",
+            "--max-tasks-per-child", "1", "-n", f"{self.worker_name()}@%h", "--without-gossip",
             "--without-mingle", "-l", "info",  # as compose.yaml runs it
             *include,
         ])  # fmt: skip
         self.wait_worker()
+
+    def worker_name(self) -> str:
+        """Unique on this host, also between the stacks of two pytest-xdist workers."""
+        return f"test-worker-{XDIST_WORKER}-{self.worker_count}"
 
     def wait_worker(self, seconds: float = 60) -> None:
         from celery import Celery
@@ -103,7 +109,7 @@ class Stack:
                 app = Celery(broker=self.redis_url) if self.redis_url else app
                 time.sleep(0.5)
                 continue
-            if any(f"test-worker-{self.worker_count}@" in name for reply in replies for name in reply):
+            if any(f"{self.worker_name()}@" in name for reply in replies for name in reply):
                 return
         raise RuntimeError(f"the Celery worker did not come up; see {LOGS / (self.name + 'worker.log')}")
 

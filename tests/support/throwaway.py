@@ -9,6 +9,7 @@ nothing else on the machine sees them, so taking them down harms no other test.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
@@ -19,6 +20,7 @@ from pathlib import Path
 from tests.services import free_port, postgres_binary, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
+MIGRATED: dict[str, Path] = {}  # database name -> a stopped server's data directory, migrated
 
 
 def _as_postgres() -> list[str]:
@@ -60,9 +62,23 @@ class Postgres:
         self.pg_ctl("-m", "fast", "stop")
 
     def migrate(self) -> None:
-        env = {**os.environ, "DATABASE_URL": self.url}
-        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, check=True,
-                       capture_output=True)  # fmt: skip
+        """The platform's tables, as `manage.py migrate` makes them: the first time in this process by migrating
+        (8 to 15 s), then by copying that server's data directory, kept aside while it was stopped (a second)."""
+        template = MIGRATED.get(self.database)
+        if template is None:
+            env = {**os.environ, "DATABASE_URL": self.url}
+            subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, check=True,
+                           capture_output=True)  # fmt: skip
+        self.stop()
+        if template is None:
+            template = MIGRATED[self.database] = Path(tempfile.mkdtemp(prefix="rl-migrated-pg-")) / "data"
+            template.parent.chmod(0o755)
+            subprocess.run(["cp", "-a", str(self.data), str(template)], check=True)  # -a: the postgres user's files
+            atexit.register(shutil.rmtree, template.parent, True)
+        else:
+            shutil.rmtree(self.data)
+            subprocess.run(["cp", "-a", str(template), str(self.data)], check=True)
+        self.start()
 
     def __exit__(self, *exc) -> None:
         try:

@@ -26,6 +26,6 @@ def pytest_runtest_logreport(report):
 def pytest_terminal_summary(terminalreporter):
     if not SECONDS:
         return
-    terminalreporter.section("time per tier (setup, call and teardown summed)")
+    terminalreporter.section("time per tier (setup, call and teardown summed over the xdist workers)")
     for tier, (seconds, tests) in sorted(SECONDS.items(), key=lambda item: -item[1][0]):
         terminalreporter.write_line(f"{tier:<10} {seconds:7.1f} s  {tests} tests")

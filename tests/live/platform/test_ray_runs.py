@@ -30,7 +30,7 @@ from tests.live.platform.test_live_runs import log_in, page_state
 from tests.support.live import LOGS, Stack, free_port, wait_until
 from tests.support.platform_fixtures import SMALL_RUN, browser_page, fill_knob, open_section
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.ray_cluster]
 
 RAY = str(Path(sys.executable).parent / "ray")
 
@@ -51,8 +51,8 @@ def ray_cluster():
     yield joining
     os.killpg(head.pid, signal.SIGTERM)  # --block stops the node's processes on SIGTERM
     try:
-        head.wait(timeout=30)
-    except subprocess.TimeoutExpired:
+        head.wait(timeout=5)
+    except subprocess.TimeoutExpired:  # it often waits out its own grace period (30 s): the group is killed instead
         os.killpg(head.pid, signal.SIGKILL)
         head.wait(timeout=10)
     # `ray start` notes its head for later ray.init() calls on this machine: it is gone now

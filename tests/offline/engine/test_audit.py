@@ -73,6 +73,16 @@ def test_the_record_holds_what_produced_the_run(tmp_path):
     assert [kind for _, kind in reporter.artifacts] == ["environment", "data-stream"]
 
 
+def test_the_packages_are_read_again_once_a_folder_on_the_path_changes(tmp_path, monkeypatch):
+    """The list is kept between runs of one process, but an install into a folder on the path shows in the next."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert "rl-probe-package" not in repro.packages()
+    info = tmp_path / "rl_probe_package-1.2.3.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: rl_probe_package\nVersion: 1.2.3\n")
+    assert repro.packages()["rl-probe-package"] == "1.2.3"
+
+
 @pytest.fixture
 def finished_run(tmp_path):
     config = tmp_path / "small.yaml"

@@ -1,13 +1,17 @@
 """It learns: a run at the form's defaults clearly raises held-out pass@1.
 
-The shipped example (examples/grpo-arith.yaml) learns too: tests/offline/engine/test_distributed.py runs it on two
+The shipped example (examples/grpo-arith.yaml) learns too: tests/live/engine/test_distributed.py runs it on two
 rollout actors to the same bar, and its full acceptance (>= 25 points within 5 minutes of training) is
 measured by bench/learning.py and recorded in docs/benchmarks.md.
 """
 
+import pytest
+
 from workers.config import load_config
 from workers.reporting import MemoryReporter
 from workers.training.trainer import Trainer
+
+pytestmark = pytest.mark.slow  # about a minute and a half of training: make test hands it out first
 
 
 def test_a_run_at_the_grpo_presets_defaults_learns_at_its_default_step_count():

@@ -36,7 +36,7 @@ from workers.training.distributed import (
     split,
 )
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.ray_cluster, pytest.mark.slow]
 
 # the learner's 1 CPU and two actors' half CPUs fill the 2-CPU cluster exactly
 ON_RAY = ["resources.executor=ray", "resources.rollout_actors=2", "resources.threads=1", "resources.actor_cpus=0.5"]
