@@ -1,6 +1,7 @@
 """Audit on the engine side: stream comparison, record differences, bundles and their seals."""
 
 import json
+import os
 import zipfile
 
 import pytest
@@ -80,6 +81,8 @@ def test_the_packages_are_read_again_once_a_folder_on_the_path_changes(tmp_path,
     info = tmp_path / "rl_probe_package-1.2.3.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: rl_probe_package\nVersion: 1.2.3\n")
+    later = tmp_path.stat().st_mtime_ns + 1_000_000_000  # a second later, as an install would be on a coarse clock
+    os.utime(tmp_path, ns=(later, later))
     assert repro.packages()["rl-probe-package"] == "1.2.3"
 
 
