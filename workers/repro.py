@@ -182,7 +182,15 @@ def packages() -> dict[str, str]:
 
 
 def _mtimes(paths: list[str]) -> tuple[int, ...]:
-    return tuple(os.stat(p).st_mtime_ns if os.path.isdir(p) else 0 for p in paths)
+    return tuple(_mtime(p) for p in paths)
+
+
+def _mtime(path: str) -> int:
+    """A folder's or a zip's modification time; 0 for an entry that is not there."""
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return 0
 
 
 @functools.lru_cache(maxsize=4)
