@@ -2,7 +2,7 @@
 #   make demo             install, migrate, create the demo login, serve at http://127.0.0.1:8000/
 #   make demo EXAMPLES=1  the same, and queue two example runs
 #   make test             install (Chromium too), then lint and run every test against real services,
-#                         the three tiers in one pytest session on TEST_WORKERS=2 pytest-xdist workers
+#                         the three tiers in one pytest session on TEST_WORKERS=3 pytest-xdist workers
 #                         (tests/support/scheduling.py; the time of each tier printed at the end)
 #   make test-offline     one tier alone: no database, no server (the engine, the config)
 #   make test-database    one tier alone: the platform on PostgreSQL (and Redis), in process
@@ -19,7 +19,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 
 PORT ?= 8000
 # pytest-xdist workers; TEST_WORKERS=0 runs the tests in one process
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 EXAMPLES ?=
 

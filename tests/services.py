@@ -113,7 +113,7 @@ def ensure_services() -> None:
 
 
 def isolate_xdist_worker() -> None:
-    """Under pytest-xdist (make test runs two workers) each worker gets a Redis database and a storage root of its
+    """Under pytest-xdist (make test runs three workers) each worker gets a Redis database and a storage root of its
     own; pytest-django already gives each its own test database (test_rolloutlab_gw0, ...). Two workers' runs
     share ids (each database counts from 1), so one storage root would mix their artifacts, and one Redis
     database their Celery queues and flushes."""

@@ -42,6 +42,39 @@ def live_stack(django_db_setup, django_db_blocker):
     assert not stack.server_errors(), stack.server_errors()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def flush_retries_a_deadlock():
+    """A transactional test's teardown (Django's flush: one TRUNCATE of every table) tried again when PostgreSQL
+    picks it as a deadlock's victim. The session's live stack stays up on the worker's test database when its
+    database-tier tests run, and its monitor's round may hold one table while the TRUNCATE holds another; a
+    deadlock victim is retried, as PostgreSQL's documentation says of any transaction it aborts so."""
+    import psycopg
+    from django.core.management.base import CommandError
+    from django.core.management.commands import flush
+
+    handle = flush.Command.handle
+
+    def deadlocked(exc: BaseException | None) -> bool:
+        while exc is not None:
+            if isinstance(exc, psycopg.errors.DeadlockDetected):
+                return True
+            exc = exc.__cause__ or exc.__context__
+        return False
+
+    def retrying(self, **options):
+        for attempt in range(4):
+            try:
+                return handle(self, **options)
+            except CommandError as exc:
+                if attempt == 3 or not deadlocked(exc):
+                    raise
+                time.sleep(0.25 * (attempt + 1))
+
+    flush.Command.handle = retrying
+    yield
+    flush.Command.handle = handle
+
+
 @pytest.fixture
 def stack(live_stack, transactional_db):
     """The live stack, with a database whose writes the other processes see."""

@@ -25,7 +25,7 @@ from workers.errors import ConfigError
 from workers.reporting import MemoryReporter
 from workers.training.distributed import RolloutActorLost, run_on_ray
 
-pytestmark = [pytest.mark.timeout(600), pytest.mark.ray_cluster, pytest.mark.slow]
+pytestmark = [pytest.mark.timeout(600), pytest.mark.both_cores, pytest.mark.slow]
 
 # the learner's 1 CPU and two actors' half CPUs fill the 2-CPU cluster exactly
 ON_RAY = ["resources.executor=ray", "resources.rollout_actors=2", "resources.threads=1", "resources.actor_cpus=0.5"]

@@ -30,7 +30,7 @@ from tests.live.platform.test_live_runs import log_in, page_state
 from tests.support.live import LOGS, Stack, free_port, wait_until
 from tests.support.platform_fixtures import SMALL_RUN, browser_page, fill_knob, open_section
 
-pytestmark = [pytest.mark.timeout(600), pytest.mark.ray_cluster]
+pytestmark = [pytest.mark.timeout(600), pytest.mark.both_cores]
 
 RAY = str(Path(sys.executable).parent / "ray")
 

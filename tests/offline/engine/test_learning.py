@@ -11,7 +11,8 @@ from workers.config import load_config
 from workers.reporting import MemoryReporter
 from workers.training.trainer import Trainer
 
-pytestmark = pytest.mark.slow  # about a minute and a half of training: make test hands it out first
+# about a minute and a half of training on both cores: make test hands it out first, never beside a Ray cluster
+pytestmark = [pytest.mark.slow, pytest.mark.both_cores]
 
 
 def test_a_run_at_the_grpo_presets_defaults_learns_at_its_default_step_count():
