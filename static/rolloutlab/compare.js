@@ -177,8 +177,10 @@
     baseline.value = chosen && data.groups.some((g) => g.label === chosen) ? chosen : "";
   }
 
+  let requested = 0;  // refreshes started: a response to any but the latest is stale, and is not drawn
   async function refresh() {
     clearTimeout(timer);
+    const mine = ++requested;
     const q = query();
     history.replaceState(null, "", "?" + q);
     document.getElementById("permalink").href = "?" + q;
@@ -188,6 +190,8 @@
     if (shareQuery) shareQuery.value = q;
     const response = await fetch("/api/compare?" + q + share, { credentials: "same-origin" });
     const data = await response.json();
+    // two changes in quick succession send two requests, whose answers may come back in either order
+    if (mine !== requested) return;
     const status = document.getElementById("compare-status");
     if (!response.ok) { status.textContent = data.error; status.className = "error"; return; }
     status.className = "meta";
@@ -203,6 +207,7 @@
     drawDiff(data);
     updates += 1;
     root.dataset.updates = String(updates);
+    root.dataset.drawn = q;  // the query the page now shows
     if (data.live) timer = setTimeout(refresh, 2000);
   }
 
