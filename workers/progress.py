@@ -58,6 +58,7 @@ class Phase:
         self.done = 0
         self.started = self.logged_at = time.monotonic()  # the tracker's clock, once it is entered
         self.shown = False  # whether the state line ever showed this phase
+        self.note = ""  # what the state line adds after the count (the training phase: no learning signal)
 
     def line(self, now: float | None = None) -> str:
         """ "evaluating: 32/288 completions, about 2 min left": the count, and once it has a rate, the time left."""
@@ -67,7 +68,7 @@ class Phase:
         elapsed = (time.monotonic() if now is None else now) - self.started
         if 0 < self.done < self.total and elapsed >= ETA_AFTER_S:
             text += f", about {duration(elapsed / self.done * (self.total - self.done))} left"
-        return text
+        return f"{text}; {self.note}" if self.note else text
 
     def advance(self, count: int = 1) -> None:
         self.done += count

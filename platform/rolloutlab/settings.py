@@ -265,11 +265,16 @@ RUN_LIMITS = {
 RUN_TIME_LIMIT_GRACE_S = envint("RUN_TIME_LIMIT_GRACE_S", 60)
 MAX_ACTIVE_RUNS_PER_USER = envint("MAX_ACTIVE_RUNS_PER_USER", 20)  # queued + running, per user
 
-# Where a run's dataset files and model directories may be: a path elsewhere is a field error at launch
-# (and at bundle import), never a read by a worker. os.pathsep-separated; the built-in tiny model needs none.
-DATA_ROOTS = [
-    Path(p).resolve() for p in os.environ.get("DATA_ROOTS", str(BASE_DIR / "data")).split(os.pathsep) if p.strip()
-]
+
+# Where a run's dataset files (DATA_ROOTS) and model directories (MODEL_ROOTS) may be: a path elsewhere is a field
+# error at launch (and at bundle import), never a read by a worker. os.pathsep-separated; the built-in tiny model
+# and the packaged models need none. The launch form's model picker lists the saved models under MODEL_ROOTS.
+def _roots(setting: str, default: Path) -> list[Path]:
+    return [Path(p).resolve() for p in os.environ.get(setting, str(default)).split(os.pathsep) if p.strip()]
+
+
+DATA_ROOTS = _roots("DATA_ROOTS", BASE_DIR / "data")
+MODEL_ROOTS = _roots("MODEL_ROOTS", BASE_DIR / "models")
 
 # Bundles: this deployment signs its exports with its own Ed25519 key (PEM, or base64 of the 32 raw bytes;
 # `python -m workers bundle-key --out key.pem` makes one) and trusts the signatures of BUNDLE_TRUSTED_KEYS

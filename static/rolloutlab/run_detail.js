@@ -402,6 +402,16 @@
         (group.dropped ? " · dropped by the filter" : "");
       head.appendChild(stats);
       section.appendChild(head);
+      if (group.rendered_prompt) {  // what the model read: the question through its chat template
+        const rendered = document.createElement("details");
+        rendered.className = "rendered-prompt";
+        const label = document.createElement("summary");
+        label.textContent = "prompt as the model read it";
+        const text = document.createElement("pre");
+        text.textContent = group.rendered_prompt;
+        rendered.append(label, text);
+        section.appendChild(rendered);
+      }
       const table = document.createElement("table");
       table.className = "samples";
       table.innerHTML = "<thead><tr><th>completion</th><th>reward</th><th>rewards</th><th>advantage</th><th>length</th><th>pipeline</th></tr></thead>";

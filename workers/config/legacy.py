@@ -47,3 +47,14 @@ FLAT_DEFAULTS: dict[str, dict[str, object]] = {
         "learner_gpus": 1.0,
     },
 }
+
+
+# Knobs and sections added after configs were first hashed, with the value every older config computed with: each
+# is hashed only when a config sets it to something else (RunConfig.canonical_json), so an older config keeps its
+# hash and a config that uses the new knob gets a hash of its own. Add a new knob of an existing kind here; never
+# change a value.
+ADDED_KNOBS: dict[str, dict[str, object]] = {
+    "model": {"lora_rank": 0, "lora_alpha": 32.0, "lora_target_modules": "all-linear", "attn_implementation": "sdpa"},
+    "task": {"verifier": "numeric", "answer_position": "last"},
+}
+ADDED_SECTIONS = {"prompt"}  # hashed only when a knob of theirs is set

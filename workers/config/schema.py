@@ -14,8 +14,9 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Discriminator, Field, Tag, create_model, field_validator, model_validator
 
-from workers.config.legacy import FLAT_DEFAULTS
+from workers.config.legacy import ADDED_KNOBS, ADDED_SECTIONS, FLAT_DEFAULTS
 from workers.knobs import Section
+from workers.models.packaged import PACKAGED_MODELS
 from workers.tasks.knobs import TASKS
 
 
@@ -76,22 +77,60 @@ class TinyModel(_ModelKnobs):
         return self
 
 
-class PretrainedModel(_ModelKnobs):
+class _PretrainedKnobs(_ModelKnobs):
+    """The knobs of a pretrained network (a directory or a packaged model): how it is loaded and trained."""
+
+    lora_rank: int = Field(
+        0,
+        ge=0,
+        le=1024,
+        description="LoRA (peft): 0 trains every parameter; above 0, only low-rank adapters of this rank on "
+        "lora_target_modules train, and the KL reference is the same network with its adapters disabled (no second "
+        "copy in memory). A final checkpoint then holds the adapters only. Adapter dropout is always 0: the sampler "
+        "and the trainer must score a completion with the same network.",
+    )
+    lora_alpha: float = Field(
+        32.0, gt=0, le=1e4, description="LoRA scale: the adapters' output is multiplied by lora_alpha / lora_rank."
+    )
+    lora_target_modules: str = Field(
+        "all-linear",
+        min_length=1,
+        max_length=512,
+        pattern=r"^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*$",
+        description="The layers that get adapters: 'all-linear' (every linear layer but the output head) or "
+        "module names separated by commas (q_proj,v_proj).",
+    )
+    attn_implementation: Literal["sdpa", "eager"] = Field(
+        "sdpa",
+        description="Attention kernel: sdpa (torch's scaled_dot_product_attention) or eager (plain matmuls).",
+    )
+
+
+class PretrainedModel(_PretrainedKnobs):
     name: str = Field(
         max_length=4096,
         description="The path of a local directory holding a Hugging Face causal LM and its tokenizer (as written "
-        "by save_pretrained), under the deployment's data roots; 'tiny' for the built-in model. Nothing is "
+        "by save_pretrained), under the deployment's model roots (MODEL_ROOTS); 'tiny' for the built-in model; "
+        f"{', '.join(repr(name) for name in PACKAGED_MODELS)} for a model that ships with Rollout Lab. Nothing is "
         "downloaded.",
     )
 
 
+class PackagedModelKnobs(_PretrainedKnobs):
+    name: Literal[tuple(PACKAGED_MODELS)] = Field(  # type: ignore[valid-type]
+        description="A model that ships as a Python package: "
+        + " ".join(f"'{name}': {packaged.summary}" for name, packaged in PACKAGED_MODELS.items()),
+    )
+
+
 def _model_kind(section: Any) -> str:
-    """'tiny' for the built-in model; any other name is the directory of a pretrained one."""
+    """'tiny' for the built-in model, a packaged model's name, or 'pretrained' for any other name (a directory)."""
     name = section.get("name", "tiny") if isinstance(section, dict) else getattr(section, "name", "tiny")
-    return "tiny" if name == "tiny" else "pretrained"
+    return name if name == "tiny" or name in PACKAGED_MODELS else "pretrained"
 
 
-MODEL_KINDS = {"tiny": TinyModel, "pretrained": PretrainedModel}
+# model.name -> its knob model; any name not listed is a directory ('pretrained')
+MODEL_KINDS = {"tiny": TinyModel, **dict.fromkeys(PACKAGED_MODELS, PackagedModelKnobs), "pretrained": PretrainedModel}
 ModelConfig = Annotated[
     Union[tuple(Annotated[model, Tag(kind)] for kind, model in MODEL_KINDS.items())],  # noqa: UP007
     Discriminator(_model_kind),
@@ -142,6 +181,41 @@ class RewardConfig(Section):
         if name not in FLAW_DETECTORS:
             raise ValueError(f"unknown flaw detector '{name}'; valid: {', '.join(FLAW_DETECTORS.names())}")
         return name
+
+
+class PromptConfig(Section):
+    """How a task's question becomes the text the model reads: as its makers intended for an instruct model (its
+    chat template), as it is for the tiny model."""
+
+    format: Literal["auto", "chat", "plain"] = Field(
+        "auto",
+        description="chat: the user's turn (and the system message) through the tokenizer's chat template, ending "
+        "with the assistant's header; a completion ends at the template's end-of-turn token. plain: the text as it "
+        "is, after the tokenizer's own start token. auto: chat for a model whose tokenizer has a chat template, "
+        "plain for one without (the tiny model).",
+    )
+    system: str | None = Field(
+        None, max_length=8000, description="A system message before the user's turn (chat), or before the text."
+    )
+    template: str | None = Field(
+        None,
+        max_length=8000,
+        description="The user's turn around the question: {question} is replaced by the task's question and "
+        "{instruction} by the answer instruction. Unset: the question, then the instruction after a blank line.",
+    )
+    instruction: str | None = Field(
+        None,
+        max_length=2000,
+        description="How to give the final answer, e.g. 'Put the final answer after ####.'. Unset: the task's own "
+        "for chat prompts (the question/answer files ask for the format of their answers; the generated tasks of "
+        "the tiny model for none), none for plain ones. Empty: none.",
+    )
+
+    @field_validator("template")
+    def _template_holds_the_question(cls, template: str | None) -> str | None:
+        if template is not None and "{question}" not in template:
+            raise ValueError("the template must contain {question}, where the task's question goes")
+        return template
 
 
 class RolloutConfig(Section):
@@ -418,6 +492,9 @@ class RunConfig(Section):
     task: TaskConfig = Field(
         default_factory=_default("task"), description="Where prompts come from and how completions are verified."
     )
+    prompt: PromptConfig = Field(
+        default_factory=PromptConfig, description="How a question becomes the model's prompt: chat template or plain."
+    )
     reward: RewardConfig = Field(default_factory=RewardConfig, description="The reward functions and their weights.")
     rollout: RolloutConfig = Field(
         default_factory=RolloutConfig, description="How one completion is sampled, and how many per step."
@@ -475,6 +552,23 @@ class RunConfig(Section):
         return self
 
     @model_validator(mode="after")
+    def _vllm_takes_no_adapters(self) -> RunConfig:
+        if self.rollout.backend == "vllm" and getattr(self.model, "lora_rank", 0):
+            raise ValueError(
+                "model.lora_rank: the vllm backend does not load LoRA adapters yet; use rollout.backend 'hf' or "
+                "lora_rank 0"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _chat_needs_a_chat_model(self) -> RunConfig:
+        if self.prompt.format == "chat" and self.model.name == "tiny":
+            raise ValueError(
+                "prompt.format: the tiny model's character tokenizer has no chat template; use 'plain' or 'auto'"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _eval_leaves_training_problems(self) -> RunConfig:
         space = self.task.problem_space()  # counted from the task's knobs: no task code is imported
         if space is not None and self.eval.size > space // 2:
@@ -486,8 +580,16 @@ class RunConfig(Section):
 
     def canonical_json(self) -> str:
         """The JSON the hash is taken of: every knob, sorted; the model, task and resources sections in their flat
-        form of before each kind owned its knobs (workers/config/legacy.py), so that old hashes hold."""
+        form of before each kind owned its knobs, and the knobs added since only when set (workers/config/legacy.py),
+        so that old hashes hold."""
         dumped = self.model_dump(mode="json", exclude=NOT_HASHED)
+        for section in ADDED_SECTIONS:  # at their defaults, what a config computed before they existed
+            if dumped[section] == type(getattr(self, section))().model_dump(mode="json"):
+                del dumped[section]
+        for section, added in ADDED_KNOBS.items():
+            for knob, before in added.items():
+                if knob in dumped[section] and dumped[section][knob] == before:
+                    del dumped[section][knob]
         for section, flat in FLAT_DEFAULTS.items():
             hashed = {knob: value for knob, value in flat.items() if knob not in NOT_HASHED.get(section, ())}
             dumped[section] = {**hashed, **dumped[section]}

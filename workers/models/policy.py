@@ -1,11 +1,13 @@
-"""The policy network and its tokenizer, loaded on torch: the built-in `tiny`, or any causal LM from a directory.
+"""The policy network and its tokenizer, loaded on torch: the built-in `tiny`, a packaged model, or any causal LM
+from a directory; with LoRA adapters when the config asks (workers/models/adapters.py).
 
 policy = load_policy(cfg, task, device)   # never downloads anything (workers.models sets HF_HUB_OFFLINE)
-ids = policy.encode_prompt("12+34=")
+ids = policy.encode_prompt("12+34=")      # the question as the model reads it (workers/models/prompts.py)
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +15,9 @@ from pathlib import Path
 import torch
 
 from workers.errors import ConfigError
+from workers.models import adapters
+from workers.models.directory import model_directory_problems
+from workers.models.prompts import Prompts
 from workers.models.shape import SPECIALS
 
 
@@ -28,16 +33,31 @@ def quiet_transformers() -> None:
 class Policy:
     model: torch.nn.Module
     tokenizer: object  # a transformers tokenizer
-    eos_id: int
+    eos_id: int  # the token that ends a completion: the chat template's end of turn, or the end of sequence
     pad_id: int
     source: str  # "tiny@<cache key>" or the directory it was loaded from
+    prompts: Prompts
 
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def encode_prompt(self, text: str) -> list[int]:
-        return self.tokenizer(text, add_special_tokens=True)["input_ids"]
+    def encode_prompt(self, question: str) -> list[int]:
+        """The token ids of a task's question as the model reads it (chat template or plain)."""
+        return list(self.prompts.encode(question))
+
+    def render_prompt(self, question: str) -> str:
+        return self.prompts.render(question)
+
+    def reference(self) -> torch.nn.Module | adapters.WithoutAdapters:
+        """The frozen initial policy a KL penalty measures against: with adapters, the network with them off;
+        otherwise a copy of the weights as they are now (call it before training)."""
+        if adapters.has_adapters(self.model):
+            return adapters.WithoutAdapters(self.model)
+        reference = copy.deepcopy(self.model).eval()
+        for p in reference.parameters():
+            p.requires_grad_(False)
+        return reference
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
@@ -70,6 +90,7 @@ def preload() -> None:
 
 def load_policy(cfg, task, device: torch.device) -> Policy:
     quiet_transformers()
+    instruction = task.instruction
     if cfg.model.name == "tiny":
         from workers.models.tiny import tiny_network_and_tokenizer
 
@@ -80,12 +101,22 @@ def load_policy(cfg, task, device: torch.device) -> Policy:
             eos_id=SPECIALS.index("<eos>"),
             pad_id=SPECIALS.index("<pad>"),
             source=source,
+            prompts=Prompts(tokenizer, cfg.prompt, instruction, "the tiny model"),
         )
     else:
-        policy = pretrained_policy(cfg.model.name)
+        policy = pretrained_policy(cfg, model_directory(cfg.model.name), instruction)
     policy.model.to(device=device, dtype=DTYPES[cfg.model.dtype])
     disable_dropout(policy.model)
+    if getattr(cfg.model, "lora_rank", 0):
+        policy.model = adapters.with_adapters(policy.model, cfg.model)
     return policy
+
+
+def model_directory(name: str) -> str:
+    """The directory a model.name loads from: a packaged model's copy in the cache (made on first use), or itself."""
+    from workers.models.packaged import PACKAGED_MODELS, materialize
+
+    return str(materialize(name)) if name in PACKAGED_MODELS else name
 
 
 def disable_dropout(model: torch.nn.Module) -> None:
@@ -114,14 +145,22 @@ def _is_dropout_rate(name: str, value) -> bool:
     return isinstance(value, float) and not isinstance(value, bool) and ("dropout" in name or "pdrop" in name)
 
 
-def pretrained_policy(path: str) -> Policy:
+def pretrained_policy(cfg, path: str, instruction: str) -> Policy:
     """Any causal LM saved with save_pretrained; local files only, so nothing is downloaded."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    problems = model_directory_problems(Path(path), chat={"chat": True, "auto": None}.get(cfg.prompt.format, False))
+    if problems:
+        raise ConfigError(f"model.name: '{path}' cannot be used: {'; '.join(problems)}")
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
-    eos_id = tokenizer.eos_token_id
-    if eos_id is None:
+    if tokenizer.eos_token_id is None:
         raise ConfigError(f"model.name: the tokenizer in '{path}' has no end-of-sequence token")
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_id
-    return Policy(model=model, tokenizer=tokenizer, eos_id=eos_id, pad_id=pad_id, source=str(Path(path).resolve()))
+    prompts = Prompts(tokenizer, cfg.prompt, instruction, f"'{path}'")
+    model = AutoModelForCausalLM.from_pretrained(
+        path, local_files_only=True, attn_implementation=cfg.model.attn_implementation
+    )
+    end_of_turn = prompts.end_of_turn_id()
+    eos_id = end_of_turn if end_of_turn is not None else tokenizer.eos_token_id
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    source = str(Path(path).resolve())
+    return Policy(model=model, tokenizer=tokenizer, eos_id=eos_id, pad_id=pad_id, source=source, prompts=prompts)

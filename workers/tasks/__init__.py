@@ -32,6 +32,9 @@ class Example:
 
 class Task(Protocol):
     name: str
+    # how a completion should give its final answer, said to a real model after the question (prompt.instruction
+    # overrides it); "" for the generated tasks, whose tiny model reads the bare question
+    instruction: str
 
     def train_batch(self, n: int, rng: np.random.Generator) -> list[Example]: ...
 

@@ -23,6 +23,7 @@ class ArithTask:
     """Integer +, -, x expressions with operator precedence; exact-match verifier."""
 
     name = "arith"
+    instruction = ""  # the tiny model reads the bare question
 
     def __init__(self, cfg):
         self.digits, self.operands, self.operators = cfg.task.digits, cfg.task.operands, cfg.task.operators

@@ -30,6 +30,7 @@ class CountdownTask:
     """Combine the given numbers with + - x / and parentheses to hit the target."""
 
     name = "countdown"
+    instruction = ""  # the tiny model reads the bare question
 
     def __init__(self, cfg):
         self.digits, self.count, self.operators = cfg.task.digits, cfg.task.operands, cfg.task.operators

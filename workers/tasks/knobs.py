@@ -11,6 +11,8 @@ Each model also answers `problem_space()`: how many distinct problems the task c
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, field_validator, model_validator
 
 from workers.knobs import Knobs
@@ -100,7 +102,61 @@ class CountdownKnobs(GeneratedTaskKnobs):
         return canonical_problem_count(self.digits, self.operands, self.operators)
 
 
-class FileTaskKnobs(Knobs):
+class FinalAnswerKnobs(Knobs):
+    """How a completion's final answer is found and judged (workers/tasks/answers.py)."""
+
+    verifier: Literal["numeric", "math-verify"] = Field(
+        "numeric",
+        description="numeric: the marked answer must be a number equal to the reference (2.50 = 5/2; thousands "
+        "separators and $ allowed). math-verify: Hugging Face's math-verify compares it symbolically (LaTeX, "
+        "fractions, units and \\text{} ignored).",
+    )
+    answer_position: Literal["last", "first"] = Field(
+        "last", description="Which marked answer (#### x or \\boxed{x}) counts when a completion writes several."
+    )
+
+
+class WordProblemKnobs(FinalAnswerKnobs):
+    """A story of one to four events that change a count, and the question how many there are at the end."""
+
+    steps: int = Field(2, ge=1, le=4, description="The most events (operations) a story has.")
+    min_steps: int = Field(1, ge=1, le=4, description="The fewest events a story has.")
+    max_number: int = Field(20, ge=5, le=10_000, description="Counts and numbers stay between 1 and this.")
+    operations: str = Field(
+        "+-",
+        max_length=4,
+        description="The events a story may tell: + (gets more), - (gives away), * (k times as many), / (shares "
+        "equally, keeps one share). + and - are always among them, so that every count can change.",
+    )
+    distractors: int = Field(
+        1, ge=0, le=3, description="The most sentences per story whose numbers do not matter to the answer."
+    )
+
+    @field_validator("operations")
+    @classmethod
+    def _known_operations(cls, ops: str) -> str:
+        if set(ops) - set("+-*/") or not {"+", "-"} <= set(ops):
+            raise ValueError(f"'{ops}' must hold + and -, and may add * and /")
+        return "".join(sorted(set(ops), key="+-*/".index))
+
+    @model_validator(mode="after")
+    def _step_range(self) -> WordProblemKnobs:
+        if self.min_steps > self.steps:
+            raise ValueError(f"task.min_steps: {self.min_steps} is above task.steps ({self.steps})")
+        return self
+
+    def problem_space(self) -> int:
+        """At most: starts x numbers, then per event its templates x numbers, the distractors' placements, and the
+        questions (names and things do not make another problem)."""
+        from workers.tasks.stories import DISTRACTORS, EVENTS, QUESTIONS, STARTS
+
+        events = sum(len(EVENTS[op]) for op in self.operations) * self.max_number
+        stories = sum(events**k for k in range(self.min_steps, self.steps + 1))
+        distractor = 1 + len(DISTRACTORS) * (self.steps + 2) * self.max_number
+        return len(STARTS) * self.max_number * stories * distractor**self.distractors * len(QUESTIONS)
+
+
+class FileTaskKnobs(FinalAnswerKnobs):
     path: str | None = Field(None, max_length=4096, description="The training file (required).")
     eval_path: str | None = Field(
         None, max_length=4096, description="A held-out file; without one, eval.size examples of `path` are held out."
@@ -131,6 +187,13 @@ TASKS.declare(
     summary="arith's expressions worked one operation at a time (3+4-2=7-2=5), so completions grow with the "
     "expression.",
     knobs=ChainKnobs,
+)
+TASKS.declare(
+    "word-problems",
+    "workers.tasks.word_problems:WordProblemTask",
+    summary="Generated multi-step word problems in natural language with worked solutions, answered after #### "
+    "(for real instruct models).",
+    knobs=WordProblemKnobs,
 )
 TASKS.declare(
     "countdown",

@@ -2,7 +2,8 @@
 
 Each record has a question and an answer whose final result is written
 `#### 42` (GSM8K) or `\\boxed{42}` (MATH). The completion is judged by the same
-rule: its last `#### x` or `\\boxed{x}` must equal the reference numerically.
+rule: its last (task.answer_position) `#### x` or `\\boxed{x}` must equal the reference,
+numerically or by math-verify (task.verifier; workers/tasks/answers.py).
 
     {"question": "Tom has 3 apples...", "answer": "3 + 4 = 7\\n#### 7"}
 
@@ -14,49 +15,29 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
-from decimal import Decimal, InvalidOperation
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
 from workers.errors import DatasetError
 from workers.tasks import Example, sha256_lines
+from workers.tasks.answers import FinalAnswerVerifier, final_answer
 
-_HASHES = re.compile(r"####\s*([^\n]+)")
-_BOXED = re.compile(r"\\boxed\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}")
 HOLDOUT_SEED = 3_000_003
 
 
-def final_answer(text: str) -> str | None:
-    """The last `#### x` or `\\boxed{x}` of a text, as a normalised number, or None."""
-    candidates = [(m.start(), m.group(1)) for m in _HASHES.finditer(text)]
-    candidates += [(m.start(), m.group(1)) for m in _BOXED.finditer(text)]
-    if not candidates:
-        return None
-    return normalise_number(max(candidates)[1])
+INSTRUCTIONS = {
+    "####": "Solve the problem step by step, then give the final answer after ####.",
+    "boxed": "Solve the problem step by step, then put the final answer within \\boxed{}.",
+}
 
 
-def normalise_number(text: str) -> str | None:
-    """Canonical exact form: '1,234.0' -> '1234', '2.50' -> '5/2'; 'a/b' and \\frac{a}{b} too."""
-    cleaned = text.strip().rstrip(".").replace(",", "").replace("$", "").replace(" ", "")
-    frac = re.fullmatch(r"\\d?frac\{(-?\d+)\}\{(-?\d+)\}", cleaned) or re.fullmatch(r"(-?\d+)/(-?\d+)", cleaned)
-    try:
-        if frac:
-            value = Fraction(int(frac.group(1)), int(frac.group(2)))
-        else:
-            value = Fraction(Decimal(cleaned))
-    except (InvalidOperation, ValueError, ZeroDivisionError):
-        return None
-    return str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
-
-
-class QATask:
-    """Question/answer records; numeric final-answer verifier."""
+class QATask(FinalAnswerVerifier):
+    """Question/answer records; their final answers checked by the numeric verifier or math-verify (answers.py)."""
 
     def __init__(self, cfg):
         task = cfg.task
+        self.verifier, self.answer_position = task.verifier, task.answer_position
         self.question_field, self.answer_field = task.question_field, task.answer_field
         records = self.read(Path(task.path))
         self.sources = [Path(task.path)]
@@ -75,6 +56,9 @@ class QATask:
             self._train = [r for i, r in enumerate(records) if i not in held]
         self._cursor, self._order = 0, None
         self._full_answers = {e.prompt: text for e, text in self._train + self._eval}
+        # a chat model is asked for the answer format of the references: \boxed{} if most of them use it
+        boxed = sum("\\boxed{" in text for _, text in self._train)
+        self.instruction = INSTRUCTIONS["boxed" if 2 * boxed > len(self._train) else "####"]
 
     # ------------------------------------------------------------------ reading
     def read(self, path: Path) -> list[tuple[Example, str]]:
@@ -116,15 +100,6 @@ class QATask:
         by_length = sorted(self._train, key=lambda pair: len(pair[1]))
         easy = by_length[: max(1, len(by_length) // 2)]
         return [(easy[int(i)][0].prompt, easy[int(i)][1]) for i in rng.integers(0, len(easy), n)]
-
-    def answer_key(self, example: Example, completion: str) -> str | None:
-        return final_answer(completion)
-
-    def is_correct(self, example: Example, completion: str) -> bool:
-        return self.answer_key(example, completion) == example.answer
-
-    def format_ok(self, example: Example, completion: str) -> bool:
-        return self.answer_key(example, completion) is not None
 
     def fingerprint(self) -> str:
         digest = hashlib.sha256()

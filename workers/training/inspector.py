@@ -176,8 +176,11 @@ class Inspector:
         used = advantages is not None and bool(batch.in_loss[row])
         length = int(batch.mask[row].sum())
         ids = batch.tokens[row, :length].tolist()
+        rendered = self.policy.render_prompt(example.prompt)
         return {
             "prompt": example.prompt,
+            # the text the model read, when it is not the bare question (a chat template, a system message)
+            **({"rendered_prompt": rendered} if rendered != example.prompt else {}),
             "answer": example.answer,
             "completion": batch.texts[row],
             "group": group,

@@ -9,7 +9,6 @@ samples in the loss; pi_old is the sampler's log-probabilities or the learner's 
 
 from __future__ import annotations
 
-import copy
 import math
 import time
 
@@ -46,19 +45,12 @@ def recomputes_old_logprobs(cfg) -> bool:
     return choice == "recompute"
 
 
-def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
-    reference = copy.deepcopy(model).eval()
-    for p in reference.parameters():
-        p.requires_grad_(False)
-    return reference
-
-
 class Learner:
     def __init__(self, cfg, policy, state: RunState, forwards: Forwards, inspector: Inspector, backends):
         self.cfg, self.policy, self.state, self.forwards, self.inspector = cfg, policy, state, forwards, inspector
         self.backends = backends  # a sampler sharing the GPU frees it for the update (training/backends.py)
         self.optimizer = torch.optim.AdamW(
-            policy.model.parameters(),
+            [p for p in policy.model.parameters() if p.requires_grad],  # with LoRA adapters, only they train
             lr=cfg.optimizer.lr,
             betas=(cfg.optimizer.beta1, cfg.optimizer.beta2),
             weight_decay=cfg.optimizer.weight_decay,
@@ -66,7 +58,7 @@ class Learner:
         self.recompute_old_logprobs = recomputes_old_logprobs(cfg)
         self.needs = declared_needs(cfg)  # what the chosen components read that is computed only when asked
         needs_reference = cfg.objective.kl_coef > 0 or "ref_logprobs" in self.needs
-        self.reference = frozen_copy(policy.model) if needs_reference else None
+        self.reference = policy.reference() if needs_reference else None
 
     @property
     def stages(self):

@@ -33,6 +33,7 @@ import yaml
 
 from workers import metrics as metric
 from workers import progress, repro, stopping
+from workers.models import adapters
 from workers.models.policy import load_policy
 from workers.pipeline.stages import build_stages
 from workers.reporting import Reporter
@@ -48,6 +49,7 @@ from workers.training.inspector import Inspector
 from workers.training.learner import Learner
 from workers.training.loop import Loop, Parts, SynchronousLoop
 from workers.training.report import StepReport
+from workers.training.signal import SignalWatch
 from workers.training.state import RunState
 
 
@@ -100,6 +102,7 @@ class Trainer:
         parameters = sum(p.numel() for p in self.policy.model.parameters())  # counted once, not every step
         self.checkpoint_every = checkpoint.checkpoint_interval(cfg.schedule.checkpoint_every, parameters)
         self.environment: dict | None = None
+        self.signal = SignalWatch()  # says so when steps in a row train on nothing
 
     @property
     def stages(self):
@@ -140,6 +143,9 @@ class Trainer:
                 with self.training_phase() as training:
                     training.advance(done)
                     for step, metrics in steps:
+                        training.note = self.signal.observe(metrics)
+                        if self.signal.just_started():
+                            self.reporter.log(f"step {step}: {training.note}")
                         training.advance()
                         self.reporter.metrics(step, metrics)
                         last_step = step
@@ -151,7 +157,8 @@ class Trainer:
             return "cancelled"
         self.finish(last_step)
         self.record_data_stream()
-        self.reporter.status("succeeded", f"{last_step} steps")
+        unlearned = f"; {self.signal.note()}" if self.signal.note() else ""
+        self.reporter.status("succeeded", f"{last_step} steps{unlearned}")
         return "succeeded"
 
     def after_step(self, step: int, started: float) -> bool:
@@ -223,7 +230,7 @@ class Trainer:
         state = self.state
         return {
             "config_hash": self.cfg.config_hash(),
-            "model": self.policy.model.state_dict(),
+            "model": adapters.trainable_state(self.policy.model),
             "optimizer": self.learner.optimizer.state_dict(),
             "random": repro.global_random_state(),
             "data_rng": state.data_rng.bit_generator.state,
@@ -244,7 +251,7 @@ class Trainer:
         state = checkpoint.read_checkpoint(point, self.device)
         if state["config_hash"] != self.cfg.config_hash():
             raise ConfigError(f"{point.path} is the checkpoint of another config (hash {state['config_hash'][:12]})")
-        self.policy.model.load_state_dict(state["model"])
+        adapters.load_trainable_state(self.policy.model, state["model"])
         self.learner.optimizer.load_state_dict(state["optimizer"])
         repro.set_global_random_state(state["random"])
         run = self.state  # restored in place: the collector, the learner and the report share it

@@ -1,39 +1,59 @@
-"""Dataset and model paths of a run config, confined to the deployment's DATA_ROOTS.
+"""Dataset and model paths of a run config, confined to the deployment's DATA_ROOTS and MODEL_ROOTS.
 
 A config names files a worker will read (task.path, task.eval_path, and model.name
-when it is not the built-in 'tiny'). Here, at launch and at bundle import, each is
-resolved (symlinks followed, `..` collapsed; a relative path is taken under each
-root in turn) and must land inside one of settings.DATA_ROOTS and exist; anything
-else is a field error naming the knob, so no worker is ever asked to read it. What
-the web side can check cheaply is checked too: that eval.size fits in the dataset.
+when it is a directory, neither the built-in 'tiny' nor a packaged model). Here, at
+launch and at bundle import, each is resolved (symlinks followed, `..` collapsed; a
+relative path is taken under each root in turn) and must land inside one of
+settings.DATA_ROOTS (datasets) or settings.MODEL_ROOTS (models) and exist; anything
+else is a field error naming the knob and the setting, so no worker is ever asked to
+read it. What the web side can check cheaply is checked too: that eval.size fits in
+the dataset, and that a model directory holds what a run needs (workers.models.directory).
 
     cfg = confine(cfg)       # the same config with every path resolved, or ConfigError(fields=...)
 """
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
 
 from workers.config import RunConfig
 from workers.errors import ConfigError
+from workers.models.directory import has_chat_template, model_directory_problems, saved_models
+from workers.models.packaged import PACKAGED_MODELS, gguf_file
 
 FILE_TASKS = ("jsonl", "parquet")
 MAX_PATH = 4096
 
 
-def roots() -> list[Path]:
-    return [Path(root).resolve() for root in settings.DATA_ROOTS]
+@dataclass(frozen=True)
+class Roots:
+    setting: str  # the deployment setting: DATA_ROOTS or MODEL_ROOTS
+    what: str  # "data", "model"
+
+    def folders(self) -> list[Path]:
+        return [Path(root).resolve() for root in getattr(settings, self.setting)]
+
+    def outside(self, value: str, allowed: list[Path]) -> str:
+        return (f"'{value}' is outside this deployment's {self.what} roots ({self.setting}: "
+                f"{os.pathsep.join(map(str, allowed))}); to allow it, its administrator adds its folder to "
+                f"{self.setting} ('{os.pathsep}'-separated folders) in the deployment's environment")  # fmt: skip
 
 
-def resolve_under_roots(value: str) -> Path:
-    """The resolved path, if it lies inside a data root; ValueError saying why not."""
+DATA = Roots("DATA_ROOTS", "data")
+MODELS = Roots("MODEL_ROOTS", "model")
+
+
+def resolve_under_roots(value: str, where: Roots = DATA) -> Path:
+    """The resolved path, if it lies inside one of `where`'s roots; ValueError saying why not."""
     if len(value) > MAX_PATH or "\0" in value:
         raise ValueError("not a usable path")
-    allowed = roots()
+    allowed = where.folders()
     if not allowed:
-        raise ValueError("this deployment allows no data paths (DATA_ROOTS is empty)")
+        raise ValueError(f"this deployment allows no {where.what} paths ({where.setting} is empty)")
     given = Path(value)
     candidates = [given] if given.is_absolute() else [root / given for root in allowed]
     for candidate in candidates:
@@ -42,8 +62,13 @@ def resolve_under_roots(value: str) -> Path:
             return resolved
     inside = [c.resolve() for c in candidates if any(c.resolve().is_relative_to(r) for r in allowed)]
     if not inside:
-        raise ValueError(f"'{value}' is outside this deployment's data roots ({', '.join(map(str, allowed))})")
-    raise ValueError(f"'{value}': no such file under the data roots")
+        raise ValueError(where.outside(value, allowed))
+    raise ValueError(f"'{value}': no such file under the {where.what} roots")
+
+
+def saved_model_paths() -> list[str]:
+    """The saved models (directories holding config.json) under MODEL_ROOTS: the launch form's model picker."""
+    return [str(path) for root in MODELS.folders() for path in saved_models(root)]
 
 
 def count_rows(path: Path, kind: str) -> int:
@@ -97,21 +122,34 @@ def check_eval_size(cfg: RunConfig, resolved: dict[str, str], errors: dict[str, 
 
 
 def check_model(cfg: RunConfig, errors: dict[str, str]) -> str | None:
-    if cfg.model.name == "tiny":
+    """The resolved directory of a model given by path; problems go to errors."""
+    name = cfg.model.name
+    if name == "tiny":
+        return None
+    if name in PACKAGED_MODELS:
+        try:
+            gguf_file(name)
+        except ConfigError as exc:
+            errors.update(exc.fields)
         return None
     try:
-        path = resolve_under_roots(cfg.model.name)
+        path = resolve_under_roots(name, MODELS)
     except ValueError as exc:
-        errors["model.name"] = f"neither 'tiny' nor a model directory: {exc}"
+        errors["model.name"] = f"neither 'tiny', a packaged model nor a model directory: {exc}"
         return None
-    if not (path / "config.json").is_file():
-        errors["model.name"] = f"'{cfg.model.name}' is not a directory holding a saved model (config.json)"
+    problems = model_directory_problems(path, chat=False)
+    if problems:
+        errors["model.name"] = f"'{name}' cannot be used: {'; '.join(problems)}"
+        return None
+    if cfg.prompt.format == "chat" and not has_chat_template(path):
+        errors["prompt.format"] = f"the tokenizer in '{name}' has no chat template; use 'plain'"
         return None
     return str(path)
 
 
 def confine(cfg: RunConfig) -> RunConfig:
-    """The config with its paths resolved inside DATA_ROOTS; ConfigError naming each bad knob otherwise."""
+    """The config with its paths resolved inside DATA_ROOTS and MODEL_ROOTS; ConfigError naming each bad knob
+    otherwise."""
     errors: dict[str, str] = {}
     task_paths = check_task(cfg, errors)
     model_path = check_model(cfg, errors)

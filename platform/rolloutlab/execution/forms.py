@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 from pydantic import Field, ValidationError
 
+from rolloutlab.execution.data_paths import saved_model_paths
 from rolloutlab.execution.limits import form_ceilings
 from rolloutlab.execution.services import validate_config
 from rolloutlab.inputs import Id, Name, ProjectName, Strict, Tags, UserInputError, depth_exceeds, field_errors
@@ -33,8 +34,11 @@ MAX_JSON_FIELD = 20_000  # characters of one JSON knob (e.g. reward weights)
 MAX_YAML = 100_000  # characters of a whole config pasted in the YAML editor
 
 SCHEMA = json_schema()
+# a switched section whose switch takes any value (a model's directory): what its picker offers beside the kinds
+SUGGESTIONS = {"model": saved_model_paths}
+
 SECTION_ORDER = [
-    "model", "task", "reward", "rollout", "generate", "filter", "control", "replay",
+    "model", "prompt", "task", "reward", "rollout", "generate", "filter", "control", "replay",
     "advantage", "objective", "optimizer", "schedule", "eval", "resources",
 ]  # fmt: skip
 
@@ -55,6 +59,7 @@ class FormField:
     components: list[str] = field(default_factory=list)  # a switched section's knob: the kinds that own it
     limit: str = ""  # the deployment's ceiling on this knob, if any
     descriptions: dict[str, str] = field(default_factory=dict)  # a kind select: each choice's one line
+    suggestions: list[str] = field(default_factory=list)  # a text field's picker (a datalist): e.g. saved models
 
     @property
     def form_value(self) -> str | bool:
@@ -140,7 +145,8 @@ def switch_field(section: str, value: str, kinds: list[str], errors: dict[str, s
         ref = SCHEMA["x-components"][section][switch.other]["$ref"]
         help_text = _definition(ref)["properties"][switch.knob].get("description", "")
         return FormField(name=name, label=switch.knob, help=help_text, widget="text", value=value,
-                         error=errors.get(name, ""))  # fmt: skip
+                         error=errors.get(name, ""), suggestions=[*(k for k in kinds if k != switch.other),
+                         *SUGGESTIONS.get(section, list)()])  # fmt: skip
     return FormField(name=name, label=switch.knob, help=SCHEMA["properties"][section].get("description", ""),
                      widget="select", value=value, error=errors.get(name, ""), choices=kinds,
                      descriptions=kind_summaries(section))  # fmt: skip

@@ -41,6 +41,7 @@ def summary(members: list[dict], shown: list[dict]) -> dict[str, Any]:
     first = members[0]
     return {
         "prompt": first.get("prompt"),
+        "rendered_prompt": first.get("rendered_prompt"),
         "answer": first.get("answer"),
         "size": len(members),
         "correct": sum(bool(s.get("correct")) for s in members),

@@ -95,12 +95,13 @@ def test_eval_size_over_the_rows_of_the_dataset_is_a_field_error(alice_client, r
     assert "task.eval_path holds 40 records" in response.json()["fields"]["eval.size"]
 
 
-def test_a_model_directory_outside_the_roots_is_a_field_error(alice_client, roots):
-    _, outside = roots
+def test_a_model_directory_outside_the_roots_is_a_field_error(alice_client, roots, settings):
+    root, outside = roots
+    settings.MODEL_ROOTS = [root]
     (outside / "config.json").write_text("{}")
     response = api_launch(alice_client, {**SMALL_RUN, "model": {"name": str(outside)}})
     assert response.status_code == 400
-    assert "outside this deployment's data roots" in response.json()["fields"]["model.name"]
+    assert "outside this deployment's model roots (MODEL_ROOTS: " in response.json()["fields"]["model.name"]
 
 
 def test_the_tiny_model_needs_no_path(alice_client, roots):

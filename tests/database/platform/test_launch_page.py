@@ -9,6 +9,7 @@ from django.utils.html import escape
 from rolloutlab.runs.models import Run
 from tests.conftest import project_of
 from tests.forms import form_values
+from tests.support.chat_models import save_chat_llama
 from workers.config import METHODS
 
 pytestmark = pytest.mark.django_db
@@ -106,8 +107,11 @@ def test_switching_a_stage_component_sends_only_that_components_knobs(alice_clie
 
 def test_the_task_model_and_executor_show_each_knob_with_the_kinds_that_own_it(alice_client):
     page = alice_client.get("/runs/launch/").content.decode()
-    assert 'data-switch="task.name" data-kinds="arith chain countdown jsonl parquet"' in page
-    assert 'data-switch="model.name" data-kinds="tiny pretrained" data-other-kind="pretrained"' in page
+    assert 'data-switch="task.name" data-kinds="arith chain countdown jsonl parquet word-problems"' in page
+    assert (
+        'data-switch="model.name" data-kinds="tiny smollm2-135m-instruct pretrained" data-other-kind="pretrained"'
+        in page
+    )
     assert 'data-switch="resources.executor" data-kinds="local ray"' in page
     assert re.search(r'data-name="task.shortcut_share" data-components="chain"', page)
     assert re.search(r'data-name="task.path" data-components="jsonl parquet"', page)
@@ -117,9 +121,8 @@ def test_the_task_model_and_executor_show_each_knob_with_the_kinds_that_own_it(a
 
 
 def test_switching_the_task_model_and_executor_sends_only_their_kinds_knobs(alice_client, tmp_path, settings):
-    settings.DATA_ROOTS = [tmp_path]
-    (tmp_path / "m").mkdir()
-    (tmp_path / "m" / "config.json").write_text("{}")
+    settings.DATA_ROOTS = settings.MODEL_ROOTS = [tmp_path]
+    save_chat_llama(tmp_path / "m")
     (tmp_path / "train.jsonl").write_text('{"question": "1+1?", "answer": "#### 2"}\n' * 300)
     values = launch_form(alice_client)  # the form holds every kind's knobs at their defaults
     values.update({"task.name": "jsonl", "task.path": "train.jsonl", "model.name": str(tmp_path / "m"),
@@ -127,8 +130,11 @@ def test_switching_the_task_model_and_executor_sends_only_their_kinds_knobs(alic
     response = alice_client.post("/runs/launch/", values)
     assert response.status_code == 302, response.content.decode()[:2000]
     config = Run.objects.get().config
-    assert set(config["task"]) == {"name", "path", "eval_path", "question_field", "answer_field"}
-    assert config["model"] == {"name": str((tmp_path / "m").resolve()), "dtype": "float32"}
+    assert set(config["task"]) == {"name", "path", "eval_path", "question_field", "answer_field", "verifier",
+                                   "answer_position"}  # fmt: skip
+    pretrained = {"lora_rank": 0, "lora_alpha": 32.0, "lora_target_modules": "all-linear"}
+    pretrained["attn_implementation"] = "sdpa"
+    assert config["model"] == {"name": str((tmp_path / "m").resolve()), "dtype": "float32", **pretrained}
     assert config["resources"]["executor"] == "ray" and config["resources"]["rollout_actors"] == 3
 
 

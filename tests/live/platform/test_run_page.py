@@ -365,3 +365,23 @@ def test_the_per_prompt_pass_rate_view_draws_each_repeated_prompt_in_the_browser
     )
     assert drawn == ["heatmap", 3, 20]
     assert page.eval_on_selector("#length-chart", "el => el.data[0].type") == "heatmap"
+
+
+@pytest.mark.django_db
+def test_the_inspector_shows_the_prompt_as_a_chat_model_read_it(page, alice, stack, tmp_path):
+    from tests.support.chat_models import save_chat_llama
+
+    path = save_chat_llama(tmp_path / "chat-llama")
+    reporter = MemoryReporter()
+    cfg = small_config(model={"name": str(path)}, schedule={"steps": 1}, prompt={"system": "Be brief."})
+    assert Trainer(cfg, reporter).run() == "succeeded"
+    run = make_run(alice)
+    store(run, reporter.sample_rows)
+    log_in(page, "alice", "alice-password")
+    page.goto(f"/runs/{run.id}/")
+    page.wait_for_selector(".sample-group details.rendered-prompt")
+    first = reporter.sample_rows[0]
+    assert page.locator(".sample-group h3").first.inner_text().startswith(f"{first['prompt']} → {first['answer']}")
+    page.click(".sample-group details.rendered-prompt summary")
+    shown = page.locator(".sample-group details.rendered-prompt pre").first.inner_text()
+    assert shown == first["rendered_prompt"] and shown.startswith("<|im_start|>system\nBe brief.<|im_end|>")

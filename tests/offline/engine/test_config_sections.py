@@ -18,8 +18,10 @@ REFUSED = {"inert-digits-on-a-file": "task.digits", "inert-actors-on-local": "re
 def test_a_section_holds_the_knobs_of_its_kind_only():
     stored = resolve({"task": {"name": "jsonl", "path": "/d/train.jsonl"}, "model": {"name": "/d/m"}}).model_dump()
     assert stored["task"] == {"name": "jsonl", "path": "/d/train.jsonl", "eval_path": None,
-                              "question_field": "question", "answer_field": "answer"}  # fmt: skip
-    assert stored["model"] == {"name": "/d/m", "dtype": "float32"}
+                              "question_field": "question", "answer_field": "answer", "verifier": "numeric",
+                              "answer_position": "last"}  # fmt: skip
+    assert stored["model"] == {"name": "/d/m", "dtype": "float32", "lora_rank": 0, "lora_alpha": 32.0,
+                               "lora_target_modules": "all-linear", "attn_implementation": "sdpa"}  # fmt: skip
     assert set(stored["resources"]) == {"executor", "device", "threads", "gpus", "wall_time_s"}
     ray = resolve({"resources": {"executor": "ray", "rollout_actors": 3}}).resources
     assert ray.rollout_actors == 3 and ray.nodes == 1
@@ -36,14 +38,14 @@ def test_a_knob_of_another_kind_is_refused_naming_the_field():
         resolve({"task": {"name": "countdown", "path": "/d/x.jsonl"}})
     with pytest.raises(ConfigError) as err:  # a key no kind ever had is the schema's to name
         resolve({"task": {"name": "jsonl", "path": "/d/x.jsonl", "bogus": 1}})
-    assert err.value.fields["task.bogus"].startswith("not a knob of task 'jsonl'; valid: answer_field, eval_path")
+    assert err.value.fields["task.bogus"].startswith("not a knob of task 'jsonl'; valid: answer_field, answer_position")
 
 
 def test_an_unknown_kind_lists_the_valid_ones_under_its_switch():
     with pytest.raises(ConfigError) as err:
         resolve({"task": {"name": "sudoku"}, "resources": {"executor": "slurm"}})
     assert err.value.fields == {
-        "task.name": "unknown task 'sudoku'; valid: arith, chain, countdown, jsonl, parquet",
+        "task.name": "unknown task 'sudoku'; valid: arith, chain, countdown, jsonl, parquet, word-problems",
         "resources.executor": "unknown resources.executor 'slurm'; valid: local, ray",
     }
 
@@ -90,7 +92,8 @@ def test_an_override_that_changes_a_kind_takes_none_of_the_file_knobs_of_that_se
     path = tmp_path / "tiny.yaml"
     path.write_text("model: {hidden_size: 32, heads: 2}\ntask: {name: chain, shortcut_share: 0.3}\n")
     cfg = load_config(path, ["model.name=/d/m", "task.name=jsonl", "task.path=/d/x.jsonl"])
-    assert cfg.model.model_dump() == {"name": "/d/m", "dtype": "float32"}
+    assert cfg.model.model_dump() == {"name": "/d/m", "dtype": "float32", "lora_rank": 0, "lora_alpha": 32.0,
+                                      "lora_target_modules": "all-linear", "attn_implementation": "sdpa"}  # fmt: skip
     assert cfg.task.name == "jsonl" and cfg.task.path == "/d/x.jsonl"
     assert load_config(path, ["task.operands=4"]).task.shortcut_share == 0.3  # the same kind keeps them
 
@@ -99,7 +102,9 @@ def test_the_schema_lists_each_kind_of_the_switched_sections_with_its_knobs():
     schema = json_schema()
     assert schema["x-switches"]["resources"] == {"knob": "executor", "default": "local", "other": None}
     assert schema["x-switches"]["model"]["other"] == "pretrained"
-    assert schema["x-components"]["model"]["pretrained"]["knobs"] == ["dtype"]
+    pretrained = ["attn_implementation", "dtype", "lora_alpha", "lora_rank", "lora_target_modules"]
+    assert schema["x-components"]["model"]["pretrained"]["knobs"] == pretrained
+    assert schema["x-components"]["model"]["smollm2-135m-instruct"]["knobs"] == pretrained
     assert "shortcut_share" in schema["x-components"]["task"]["chain"]["knobs"]
     assert "rollout_actors" in schema["x-components"]["resources"]["ray"]["knobs"]
     for kinds in schema["x-components"].values():

@@ -1,0 +1,81 @@
+"""A task's question as the text and tokens the model reads (the config's `prompt` section).
+
+An instruct model was trained on conversations written in its chat template; a raw question is off its
+distribution (a real model answers it with off-task text, and RL then has no signal). So for a model with a chat
+template the question, wrapped with the answer instruction, is the user's turn, after an optional system message,
+rendered by the tokenizer's own `apply_chat_template` with the assistant's header last; the completion ends at the
+template's end-of-turn token. The tiny model, which has no template, reads its question as it is.
+
+    prompts = Prompts(tokenizer, cfg.prompt, task.instruction)
+    prompts.render("What is 2+3?")   # '<|im_start|>user\\nWhat is 2+3?\\n\\nSolve ... after ####.<|im_end|>...'
+    prompts.encode("What is 2+3?")   # its token ids, the chat template's own special tokens included
+"""
+
+from __future__ import annotations
+
+from workers.errors import ConfigError
+
+MAX_ENCODED = 1 << 16  # prompts kept encoded: a file task's whole training set, at most
+END_MARKER = "ROLLOUTLABENDMARKER"  # an assistant message whose end the end-of-turn token is looked for after
+
+
+def uses_chat(prompt_cfg, tokenizer) -> bool:
+    """Whether prompts go through the chat template: 'chat', or 'auto' with a tokenizer that has one."""
+    if prompt_cfg.format == "auto":
+        return bool(getattr(tokenizer, "chat_template", None))
+    return prompt_cfg.format == "chat"
+
+
+class Prompts:
+    def __init__(self, tokenizer, prompt_cfg, task_instruction: str, source: str = "the model"):
+        self.tokenizer = tokenizer
+        self.chat = uses_chat(prompt_cfg, tokenizer)
+        if self.chat and not getattr(tokenizer, "chat_template", None):
+            raise ConfigError(
+                f"prompt.format: the tokenizer of {source} has no chat template; set prompt.format to 'plain'",
+                {"prompt.format": f"the tokenizer of {source} has no chat template; use 'plain'"},
+            )
+        self.system = prompt_cfg.system
+        self.template = prompt_cfg.template
+        # the task's instruction is said to a chat model; plain text stays as it is unless one is given
+        own = task_instruction if self.chat else ""
+        self.instruction = own if prompt_cfg.instruction is None else prompt_cfg.instruction
+        # a step encodes the same prompts over and over (groups, evaluations): render each once. A plain dict, so
+        # that a copy of the policy (the asynchronous rollout copy, a Ray actor's) encodes with its own tokenizer
+        self._encoded: dict[str, tuple[int, ...]] = {}
+
+    def user_turn(self, question: str) -> str:
+        if self.template is not None:
+            return self.template.replace("{question}", question).replace("{instruction}", self.instruction)
+        return f"{question.rstrip()}\n\n{self.instruction}" if self.instruction else question
+
+    def render(self, question: str) -> str:
+        """The prompt's text as the model reads it (what a stored sample shows)."""
+        user = self.user_turn(question)
+        if not self.chat:
+            return f"{self.system}\n\n{user}" if self.system else user
+        messages = [{"role": "system", "content": self.system}] if self.system else []
+        messages.append({"role": "user", "content": user})
+        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+    def encode(self, question: str) -> tuple[int, ...]:
+        """Token ids; a chat template writes its own start tokens, plain text gets the tokenizer's."""
+        ids = self._encoded.get(question)
+        if ids is None:
+            ids = tuple(self.tokenizer(self.render(question), add_special_tokens=not self.chat)["input_ids"])
+            if len(self._encoded) < MAX_ENCODED:
+                self._encoded[question] = ids
+        return ids
+
+    def end_of_turn_id(self) -> int | None:
+        """The token that ends the assistant's turn in the chat template (ChatML's <|im_end|>, Llama 3's <|eot_id|>):
+        the first special token the template writes after an assistant message. None for plain prompts, or when
+        the template writes none there."""
+        if not self.chat:
+            return None
+        turns = [{"role": "user", "content": "q"}, {"role": "assistant", "content": END_MARKER}]
+        text = self.tokenizer.apply_chat_template(turns, tokenize=False)
+        _, found, after = text.rpartition(END_MARKER)
+        special = set(self.tokenizer.all_special_ids) | set(getattr(self.tokenizer, "added_tokens_decoder", {}))
+        ids = self.tokenizer(after, add_special_tokens=False)["input_ids"] if found else []
+        return next((i for i in ids if i in special), None)
