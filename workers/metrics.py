@@ -54,11 +54,13 @@ STEP_S = "timing/step_s"
 EVAL_S = "timing/eval_s"  # the held-out evaluation of the step, when one was due (not in step_s)
 ROLLOUT_TOKENS_PER_S = "throughput/rollout_tokens_per_s"  # decoded tokens / generate seconds
 RSS_GB = "system/rss_gb"  # resident memory of the worker (workers/system.py: sampled once a step)
+PEAK_RSS_GB = "system/peak_rss_gb"  # the most resident memory the worker process has held so far
 GPU_MEM_GB = "system/gpu_mem_gb"  # peak CUDA memory
 CPU_UTIL = "system/cpu_util"  # the worker's CPU over the step, in percent of one core (200: two cores busy)
 MEM_UTIL = "system/mem_util"  # the machine's memory in use, percent
 GPU_UTIL = "system/gpu_util"  # the GPU's busy percentage (NVML), where there is one
-SYSTEM_CHARTS = (CPU_UTIL, RSS_GB, MEM_UTIL, GPU_UTIL, GPU_MEM_GB)  # the run page's System charts, in order
+# the run page's System charts, in order
+SYSTEM_CHARTS = (CPU_UTIL, RSS_GB, PEAK_RSS_GB, MEM_UTIL, GPU_UTIL, GPU_MEM_GB)
 
 # the update (workers/training/learner.py: Learner.update, optimizer_step); averaged over a step's optimizer steps
 OPTIM_STEPS = "optim/steps"  # optimizer steps taken this RL step

@@ -4,12 +4,15 @@
     sampler.sample()   # {"system/cpu_util": 187.0, "system/rss_gb": 1.2, "system/mem_util": 31.0, ...}
 
 CPU utilisation is the worker process's (its threads and children) over the time since the last sample, in
-percent of one core (200 = two cores busy), so a step's figure covers the whole step. GPU utilisation comes from
+percent of one core (200 = two cores busy), so a step's figure covers the whole step. Peak resident memory is the
+process's high-water mark from the kernel (getrusage), so a peak between two samples (an update's activations)
+is not missed: with a real model, what decides whether a run fits a machine. GPU utilisation comes from
 NVML (torch.cuda.utilization) when the driver offers it; peak GPU memory from torch's allocator.
 """
 
 from __future__ import annotations
 
+import resource
 import time
 
 import psutil
@@ -31,9 +34,11 @@ class SystemSampler:
     def sample(self) -> dict[str, float]:
         now, cpu = time.monotonic(), self.cpu_seconds()
         wall = max(now - self.last_wall, 1e-6)
+        rss = self.process.memory_info().rss / 2**30  # the kernel's high-water mark (KiB) lags it: never below
         out = {
             metric.CPU_UTIL: 100.0 * (cpu - self.last_cpu) / wall,
-            metric.RSS_GB: self.process.memory_info().rss / 2**30,
+            metric.RSS_GB: rss,
+            metric.PEAK_RSS_GB: max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, rss),
             metric.MEM_UTIL: psutil.virtual_memory().percent,
         }
         self.last_cpu, self.last_wall = cpu, now

@@ -235,4 +235,5 @@ def test_every_step_reports_what_it_cost_the_machine():
     for row in reporter.metric_rows:
         assert 0 < row[metric.CPU_UTIL] < 100 * 64  # percent of one core, over the step
         assert 0 < row[metric.RSS_GB] < 64 and 0 < row[metric.MEM_UTIL] <= 100
+        assert row[metric.RSS_GB] <= row[metric.PEAK_RSS_GB] < 64  # the high-water mark holds what is held now
         assert metric.GPU_UTIL not in row  # a CPU run has no GPU to sample
