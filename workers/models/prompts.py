@@ -19,6 +19,32 @@ MAX_ENCODED = 1 << 16  # prompts kept encoded: a file task's whole training set,
 END_MARKER = "ROLLOUTLABENDMARKER"  # an assistant message whose end the end-of-turn token is looked for after
 
 
+def user_turn(template: str | None, instruction: str, question: str) -> str:
+    """The question in the prompt's template (or followed by the instruction after a blank line)."""
+    if template is not None:
+        return template.replace("{question}", question).replace("{instruction}", instruction)
+    return f"{question.rstrip()}\n\n{instruction}" if instruction else question
+
+
+def chat_messages(system: str | None, template: str | None, instruction: str, question: str) -> list[dict]:
+    """The conversation a chat prompt renders: the system message, if any, and the user's turn."""
+    messages = [{"role": "system", "content": system}] if system else []
+    return [*messages, {"role": "user", "content": user_turn(template, instruction, question)}]
+
+
+def plain_text(system: str | None, template: str | None, instruction: str, question: str) -> str:
+    user = user_turn(template, instruction, question)
+    return f"{system}\n\n{user}" if system else user
+
+
+def task_instruction(prompt_cfg, task_instruction: str, chat: bool) -> str:
+    """The instruction said: prompt.instruction if set, else the task's own to a chat model and none to plain text
+    (which stays as it is unless one is given)."""
+    if prompt_cfg.instruction is not None:
+        return prompt_cfg.instruction
+    return task_instruction if chat else ""
+
+
 def uses_chat(prompt_cfg, tokenizer) -> bool:
     """Whether prompts go through the chat template: 'chat', or 'auto' with a tokenizer that has one."""
     if prompt_cfg.format == "auto":
@@ -27,7 +53,7 @@ def uses_chat(prompt_cfg, tokenizer) -> bool:
 
 
 class Prompts:
-    def __init__(self, tokenizer, prompt_cfg, task_instruction: str, source: str = "the model"):
+    def __init__(self, tokenizer, prompt_cfg, instruction: str, source: str = "the model"):
         self.tokenizer = tokenizer
         self.chat = uses_chat(prompt_cfg, tokenizer)
         if self.chat and not getattr(tokenizer, "chat_template", None):
@@ -37,25 +63,16 @@ class Prompts:
             )
         self.system = prompt_cfg.system
         self.template = prompt_cfg.template
-        # the task's instruction is said to a chat model; plain text stays as it is unless one is given
-        own = task_instruction if self.chat else ""
-        self.instruction = own if prompt_cfg.instruction is None else prompt_cfg.instruction
+        self.instruction = task_instruction(prompt_cfg, instruction, self.chat)
         # a step encodes the same prompts over and over (groups, evaluations): render each once. A plain dict, so
         # that a copy of the policy (the asynchronous rollout copy, a Ray actor's) encodes with its own tokenizer
         self._encoded: dict[str, tuple[int, ...]] = {}
 
-    def user_turn(self, question: str) -> str:
-        if self.template is not None:
-            return self.template.replace("{question}", question).replace("{instruction}", self.instruction)
-        return f"{question.rstrip()}\n\n{self.instruction}" if self.instruction else question
-
     def render(self, question: str) -> str:
         """The prompt's text as the model reads it (what a stored sample shows)."""
-        user = self.user_turn(question)
         if not self.chat:
-            return f"{self.system}\n\n{user}" if self.system else user
-        messages = [{"role": "system", "content": self.system}] if self.system else []
-        messages.append({"role": "user", "content": user})
+            return plain_text(self.system, self.template, self.instruction, question)
+        messages = chat_messages(self.system, self.template, self.instruction, question)
         return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 
     def encode(self, question: str) -> tuple[int, ...]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -20,13 +19,8 @@ import numpy as np
 import torch
 
 from workers import progress, stopping
+from workers.models import cache_root
 from workers.models.shape import CHARSET, MAX_POSITIONS, SPECIALS
-
-
-def cache_root() -> Path:
-    """$ROLLOUTLAB_CACHE, or ~/.cache/rolloutlab: the one place the CLI, the platform's workers and `make demo`
-    keep warm-started models, so that a model is built once per machine whichever of them needs it first."""
-    return Path(os.environ.get("ROLLOUTLAB_CACHE") or Path.home() / ".cache" / "rolloutlab")
 
 
 def char_tokenizer():

@@ -15,9 +15,11 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
+from jinja2 import TemplateError
 from pydantic import Field, ValidationError
 
 from rolloutlab.execution.data_paths import saved_model_paths
@@ -28,7 +30,9 @@ from rolloutlab.runs.access import get_run_for_user
 from rolloutlab.runs.models import Kind
 from workers import estimates, schedule_checks
 from workers.config import METHODS, SWITCHED_SECTIONS, json_schema, kind_of, resolve, shape_problems
-from workers.errors import ConfigError
+from workers.errors import ConfigError, UserError
+from workers.models.packaged import PACKAGED_MODELS, unpacked
+from workers.models.preview import prompt_preview as preview_of
 
 MAX_JSON_FIELD = 20_000  # characters of one JSON knob (e.g. reward weights)
 MAX_YAML = 100_000  # characters of a whole config pasted in the YAML editor
@@ -301,6 +305,29 @@ def duration_estimate(values: dict) -> str:
         return estimates.described(resolve(values))
     except ConfigError:
         return ""
+
+
+def prompt_preview(values: dict) -> dict[str, str]:
+    """The prompt the form's config would give its model for a training example ({question, rendered}), or why
+    there is none to show; nothing while the config is invalid (its errors say why)."""
+    try:
+        cfg = validate_config(values)  # its paths resolved inside the deployment's roots
+    except ConfigError:
+        return {}
+    if cfg.model.name in PACKAGED_MODELS and not (unpacked(cfg.model.name) / "config.json").is_file():
+        return {"note": "shown once a first run has unpacked the model"}
+    directory = None if cfg.model.name == "tiny" else unpacked_or_directory(cfg.model.name)
+    try:
+        preview = preview_of(cfg, directory)
+    except (UserError, TemplateError, ValueError) as exc:  # a dataset file that does not read, a broken template
+        return {"note": f"no preview: {exc}"}
+    if preview is None:
+        return {"note": "no preview: the model's chat template cannot be read"}
+    return {"question": preview.question, "rendered": preview.rendered}
+
+
+def unpacked_or_directory(name: str) -> Path:
+    return unpacked(name) if name in PACKAGED_MODELS else Path(name)
 
 
 def schedule_warnings(values: dict) -> list[str]:

@@ -28,6 +28,7 @@ from rolloutlab.execution.forms import (
     parse_form,
     parse_yaml,
     preset_values,
+    prompt_preview,
     schedule_warnings,
 )
 from rolloutlab.inputs import UserInputError, bad_input_page, page_inputs
@@ -145,8 +146,10 @@ def launch_warnings(request):
     """The warnings of the launch form as it stands, for launch.js to refresh them on every change."""
     raw, errors = parse_form(request.POST)
     if errors:
-        return JsonResponse({"warnings": [], "estimate": ""})
-    return JsonResponse({"warnings": schedule_warnings(raw), "estimate": duration_estimate(raw)})
+        return JsonResponse({"warnings": [], "estimate": "", "prompt": {}})
+    return JsonResponse(
+        {"warnings": schedule_warnings(raw), "estimate": duration_estimate(raw), "prompt": prompt_preview(raw)}
+    )
 
 
 @login_required

@@ -81,3 +81,15 @@ def test_a_model_without_what_the_run_needs_is_refused_beside_its_field(
 
 def test_a_model_without_a_chat_template_launches_with_plain_prompts(alice_client, models):
     assert launch_page(alice_client, {"model.name": "team/no-template"}).status_code == 302  # auto: plain
+
+
+def test_the_launch_form_previews_the_prompt_a_training_example_becomes(alice_client, models):
+    form = form_values(alice_client.get("/runs/launch/").content.decode())
+    answer = alice_client.post("/runs/launch/warnings/", {**form, "model.name": "chat", "prompt.system": "Be brief."})
+    prompt = answer.json()["prompt"]
+    assert prompt["rendered"].startswith("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n")
+    assert prompt["rendered"].endswith(f"{prompt['question']}<|im_end|>\n<|im_start|>assistant\n")
+    tiny = alice_client.post("/runs/launch/warnings/", form).json()["prompt"]
+    assert tiny["rendered"] == tiny["question"]  # the tiny model reads the bare question
+    page = alice_client.get("/runs/launch/").content.decode()
+    assert '<div id="prompt-preview" class="prompt-preview" hidden>' in page

@@ -121,3 +121,19 @@ def test_the_error_summary_links_to_each_field_in_its_opened_section(page, alice
     page.click("#section-optimizer > summary")  # closed again, the link opens it and focuses the field
     page.click("#error-summary a[data-field='optimizer.lr']")
     assert page.evaluate("document.activeElement.name") == "optimizer.lr"
+
+
+def test_the_prompt_section_previews_a_training_example_as_the_model_will_read_it(page, alice, stack):
+    log_in(page, "alice", "alice-password")
+    page.goto("/runs/launch/")
+    open_section(page, "prompt.format")
+    page.wait_for_selector("#prompt-preview pre", state="visible")
+    question = page.get_attribute("#prompt-preview", "data-question")
+    assert question and page.inner_text("#prompt-preview pre") == question  # the tiny model reads the bare question
+    open_section(page, "task.name")
+    page.select_option("[name='task.name']", "word-problems")
+    page.fill("[name='prompt.system']", "Be brief.")
+    page.dispatch_event("[name='prompt.system']", "change")
+    page.wait_for_function("document.querySelector('#prompt-preview pre').textContent.startsWith('Be brief.')")
+    question = page.get_attribute("#prompt-preview", "data-question")
+    assert question.endswith("?") and page.inner_text("#prompt-preview pre") == f"Be brief.\n\n{question}"

@@ -18,6 +18,7 @@ from workers.errors import ConfigError
 from workers.models import check_model_source
 from workers.models.adapters import WithoutAdapters
 from workers.models.policy import load_policy
+from workers.models.preview import prompt_preview
 from workers.reporting import MemoryReporter, is_deterministic_metric
 from workers.rollout import SamplingParams
 from workers.rollout.hf import HFBackend
@@ -63,6 +64,20 @@ def test_each_stored_sample_keeps_the_prompt_its_model_read_when_it_is_not_the_b
         s["rendered_prompt"].endswith(f"{s['prompt']}<|im_end|>\n<|im_start|>assistant\n") for s in chat.sample_rows
     )
     assert chat.sample_rows and not any("rendered_prompt" in s for s in tiny.sample_rows)
+
+
+@pytest.mark.parametrize("prompt", [{}, {"system": "Be brief.", "template": "Q: {question}\n{instruction}"},
+                                    {"format": "plain", "system": "Be brief."}])  # fmt: skip
+def test_the_web_sides_preview_renders_the_prompt_the_model_reads(tmp_path, chat_model, prompt):
+    rows = [{"question": f"What is {i} + 1?", "answer": f"#### {i + 1}"} for i in range(30)]
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = chat_config(chat_model, task={"name": "jsonl", "path": str(tmp_path / "train.jsonl")}, eval={"size": 8},
+                      prompt=prompt)  # fmt: skip
+    preview = prompt_preview(cfg, chat_model)
+    assert preview.chat == (prompt.get("format") != "plain")
+    assert preview.rendered == policy_of(cfg).render_prompt(preview.question)  # rendered without transformers
+    tiny = small_config(prompt={"system": "Be brief."})
+    assert prompt_preview(tiny, None).rendered == policy_of(tiny).render_prompt(prompt_preview(tiny, None).question)
 
 
 def test_a_template_places_the_question_and_plain_prompts_stay_as_they_are(chat_model):

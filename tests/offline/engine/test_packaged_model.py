@@ -12,6 +12,7 @@ from tests.configs import small_config
 from workers.models import check_model_source
 from workers.models.packaged import cache_key, materialize
 from workers.models.policy import load_policy
+from workers.models.preview import prompt_preview
 from workers.tasks import build_task
 
 pytestmark = pytest.mark.slow  # the first conversion on a machine takes about 40 s: make test hands it out first
@@ -38,3 +39,9 @@ def test_the_packaged_model_is_unpacked_once_and_loads_as_an_instruct_model_with
     assert rendered.startswith("<|im_start|>system\n") and rendered.endswith("<|im_start|>user\n2+3=<|im_end|>\n"
                                                                              "<|im_start|>assistant\n")  # fmt: skip
     assert policy.weights_fingerprint() == load_policy(cfg, build_task(cfg), torch.device("cpu")).weights_fingerprint()
+    words = small_config(model={"name": NAME}, task={"name": "word-problems"}, prompt={"system": "Be brief."})
+    preview = prompt_preview(words, path)  # SmolLM2's own template, rendered by the web side without transformers
+    assert preview.rendered == load_policy(words, build_task(words), torch.device("cpu")).render_prompt(
+        preview.question
+    )
+    assert "give the final answer after ####" in preview.rendered

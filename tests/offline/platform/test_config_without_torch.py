@@ -32,6 +32,8 @@ from workers.config import METHODS
 from workers.errors import ConfigError
 
 hashes = {name: validate_config({"method": name}).config_hash() for name in METHODS}
+from rolloutlab.execution.forms import prompt_preview  # the launch form's preview of a word problem's prompt
+preview = prompt_preview({"method": "grpo", "task": {"name": "word-problems"}, "prompt": {"system": "Be brief."}})
 errors = {}
 for key, raw in json.loads(sys.argv[1]).items():
     try:
@@ -40,7 +42,7 @@ for key, raw in json.loads(sys.argv[1]).items():
     except ConfigError as exc:
         errors[key] = {"message": str(exc), "fields": exc.fields}
 torch = sorted(name for name in sys.modules if name.split(".")[0] == "torch")
-print(json.dumps({"hashes": hashes, "errors": errors, "torch": torch}))
+print(json.dumps({"hashes": hashes, "errors": errors, "torch": torch, "preview": preview}))
 """
 
 INVALID = {
@@ -67,8 +69,9 @@ def web_process():
     return json.loads(done.stdout.splitlines()[-1])
 
 
-def test_it_validates_every_preset_without_importing_torch(web_process):
+def test_it_validates_every_preset_and_previews_a_prompt_without_importing_torch(web_process):
     assert web_process["torch"] == []
+    assert web_process["preview"]["rendered"] == "Be brief.\n\n" + web_process["preview"]["question"]
     assert web_process["hashes"] == {name: resolve({"method": name}).config_hash() for name in METHODS}
 
 
