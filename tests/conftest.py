@@ -10,6 +10,7 @@ import pytest
 from django.core.signals import got_request_exception
 
 from tests.configs import small_config  # noqa: F401  (re-exported: the tests import it from here)
+from workers import progress, stopping
 
 # the platform's fixtures (the live stack, Chromium, the embedded server) serve the database and live tiers;
 # tier_times prints what each tier cost
@@ -36,6 +37,18 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"{report.nodeid} ({report.when})")
         for line in located[-12:]:
             terminalreporter.write_line(f"    {line[:200]}")
+
+
+@pytest.fixture(autouse=True)
+def nothing_installed_on_the_thread():
+    """Each test starts with no stop check, deadline or progress reporter on its thread. A trainer installs its
+    reporter's for the thread it runs on, and a run an earlier test cancelled leaves one that says stop: on the same
+    xdist worker, a later test's generation would raise Cancelled."""
+    stopping.uninstall()
+    progress.uninstall()
+    yield
+    stopping.uninstall()
+    progress.uninstall()
 
 
 @pytest.fixture

@@ -36,6 +36,11 @@ def install(should_stop: Callable[[], bool]) -> None:
     _local.should_stop = should_stop
 
 
+def uninstall() -> None:
+    """Forget this thread's stop check and deadline: what the thread runs next is not the run that installed them."""
+    _local.should_stop = _local.deadline = None
+
+
 def for_another_thread(should_stop: Callable[[], bool]) -> Callable[[], None]:
     """A function that installs `should_stop` and this thread's deadline in the thread that calls it: a helper
     thread of the same run (the asynchronous trainer's rollout thread), stopped by its owner through
