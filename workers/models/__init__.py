@@ -42,6 +42,6 @@ def check_model_source(cfg) -> None:
         packaged = ", ".join(map(repr, PACKAGED_MODELS))
         raise ConfigError(f"model.name: '{name}' is neither 'tiny' nor a directory holding a saved model (nor a "
                           f"packaged model: {packaged})")  # fmt: skip
-    problems = model_directory_problems(Path(name), chat={"chat": True, "auto": None}.get(cfg.prompt.format, False))
+    problems = model_directory_problems(Path(name), chat=cfg.prompt.format == "chat")
     if problems:
         raise ConfigError(f"model.name: '{name}' cannot be used: {'; '.join(problems)}")

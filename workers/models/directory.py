@@ -41,11 +41,10 @@ def has_eos_token(path: Path) -> bool:
     return any(read_json(path / name).get("eos_token_id") is not None for name in configs)
 
 
-def model_directory_problems(path: Path, chat: bool | None) -> list[str]:
+def model_directory_problems(path: Path, chat: bool) -> list[str]:
     """What keeps a run from using the model in `path`, one phrase each; [] when nothing does.
 
-    chat: True when the run renders its prompts with the chat template (prompt.format 'chat'), None when it would
-    if the model had one ('auto'), False for plain prompts."""
+    chat: whether the run asks for the chat template (prompt.format 'chat'; 'auto' falls back to plain text)."""
     if not path.is_dir():
         return [f"'{path}' is not a directory"]
     problems = []

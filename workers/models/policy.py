@@ -149,7 +149,7 @@ def pretrained_policy(cfg, path: str, instruction: str) -> Policy:
     """Any causal LM saved with save_pretrained; local files only, so nothing is downloaded."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    problems = model_directory_problems(Path(path), chat={"chat": True, "auto": None}.get(cfg.prompt.format, False))
+    problems = model_directory_problems(Path(path), chat=cfg.prompt.format == "chat")
     if problems:
         raise ConfigError(f"model.name: '{path}' cannot be used: {'; '.join(problems)}")
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)

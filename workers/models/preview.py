@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from workers.models.directory import CHAT_TEMPLATE_FILES, read_json
-from workers.models.prompts import chat_messages, plain_text, task_instruction
+from workers.models.prompts import chat_messages, plain_text, task_instruction, uses_chat
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ def prompt_preview(cfg, directory: Path | None) -> Preview | None:
     task = build_task(cfg)
     question = task.train_batch(1, np.random.default_rng(cfg.seed))[0].prompt
     template = chat_template(directory) if directory is not None else None
-    chat = cfg.prompt.format == "chat" or (cfg.prompt.format == "auto" and template is not None)
+    chat = uses_chat(cfg.prompt.format, template is not None)
     p = cfg.prompt
     instruction = task_instruction(p, task.instruction, chat)
     if not chat:

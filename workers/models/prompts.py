@@ -45,18 +45,17 @@ def task_instruction(prompt_cfg, task_instruction: str, chat: bool) -> str:
     return task_instruction if chat else ""
 
 
-def uses_chat(prompt_cfg, tokenizer) -> bool:
-    """Whether prompts go through the chat template: 'chat', or 'auto' with a tokenizer that has one."""
-    if prompt_cfg.format == "auto":
-        return bool(getattr(tokenizer, "chat_template", None))
-    return prompt_cfg.format == "chat"
+def uses_chat(prompt_format: str, has_template: bool) -> bool:
+    """Whether prompts go through the chat template: 'chat', or 'auto' with a model that has one."""
+    return prompt_format == "chat" or (prompt_format == "auto" and has_template)
 
 
 class Prompts:
     def __init__(self, tokenizer, prompt_cfg, instruction: str, source: str = "the model"):
         self.tokenizer = tokenizer
-        self.chat = uses_chat(prompt_cfg, tokenizer)
-        if self.chat and not getattr(tokenizer, "chat_template", None):
+        has_template = bool(getattr(tokenizer, "chat_template", None))
+        self.chat = uses_chat(prompt_cfg.format, has_template)
+        if self.chat and not has_template:
             raise ConfigError(
                 f"prompt.format: the tokenizer of {source} has no chat template; set prompt.format to 'plain'",
                 {"prompt.format": f"the tokenizer of {source} has no chat template; use 'plain'"},
@@ -64,25 +63,34 @@ class Prompts:
         self.system = prompt_cfg.system
         self.template = prompt_cfg.template
         self.instruction = task_instruction(prompt_cfg, instruction, self.chat)
-        # a step encodes the same prompts over and over (groups, evaluations): render each once. A plain dict, so
-        # that a copy of the policy (the asynchronous rollout copy, a Ray actor's) encodes with its own tokenizer
-        self._encoded: dict[str, tuple[int, ...]] = {}
+        # a step encodes the same prompts over and over (groups, evaluations) and the inspector shows their text:
+        # each is rendered and encoded once. A plain dict, so that a copy of the policy (the asynchronous rollout
+        # copy, a Ray actor's) encodes with its own tokenizer
+        self._prepared: dict[str, tuple[str, tuple[int, ...]]] = {}
 
     def render(self, question: str) -> str:
         """The prompt's text as the model reads it (what a stored sample shows)."""
+        return self.prepared(question)[0]
+
+    def encode(self, question: str) -> tuple[int, ...]:
+        """Token ids; a chat template writes its own start tokens, plain text gets the tokenizer's."""
+        return self.prepared(question)[1]
+
+    def prepared(self, question: str) -> tuple[str, tuple[int, ...]]:
+        """The question's rendered text and its token ids, made on first use."""
+        done = self._prepared.get(question)
+        if done is None:
+            text = self.rendered(question)
+            done = text, tuple(self.tokenizer(text, add_special_tokens=not self.chat)["input_ids"])
+            if len(self._prepared) < MAX_ENCODED:
+                self._prepared[question] = done
+        return done
+
+    def rendered(self, question: str) -> str:
         if not self.chat:
             return plain_text(self.system, self.template, self.instruction, question)
         messages = chat_messages(self.system, self.template, self.instruction, question)
         return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-
-    def encode(self, question: str) -> tuple[int, ...]:
-        """Token ids; a chat template writes its own start tokens, plain text gets the tokenizer's."""
-        ids = self._encoded.get(question)
-        if ids is None:
-            ids = tuple(self.tokenizer(self.render(question), add_special_tokens=not self.chat)["input_ids"])
-            if len(self._encoded) < MAX_ENCODED:
-                self._encoded[question] = ids
-        return ids
 
     def end_of_turn_id(self) -> int | None:
         """The token that ends the assistant's turn in the chat template (ChatML's <|im_end|>, Llama 3's <|eot_id|>):
