@@ -14,6 +14,13 @@ so it no longer leaks into the peer's. The peer's settings are printed; `--peer-
 times the peer's loop with none of our steps between its own, to cross-check its figure.
 
     python bench/rl_step_vs_trl.py [--steps 30] [--peer-alone]
+    python bench/rl_step_vs_trl.py --testbed examples/grpo-smollm2-word-problems.yaml --steps 4 [--peer-alone]
+
+With a real model's testbed (SmolLM2-135M-Instruct), the batch is the testbed's (prompts x G, max_new_tokens,
+temperature), both sides train LoRA adapters of its rank, alpha and target modules on a float32 base, and TRL is
+given conversational prompts, which it renders with the same chat template: the same system message, question
+and answer instruction as ours (the rendered texts are compared before the run). The reward is the task's own
+correctness check on both sides.
 
 Needs the dev extra (pip install -e '.[dev]'), which brings TRL for the TRL integration's tests.
 Last line: {"bench": "rl_step_vs_trl", "ours": s, "peer": s, "unit": "s/step", "ratio": ours/peer}
@@ -43,6 +50,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=30, help="timed steps of each trainer")
     parser.add_argument("--peer-alone", action="store_true", help="time TRL only, with none of our steps between")
+    parser.add_argument("--testbed", default="examples/grpo-arith.yaml", help="the config whose model and task train")
     options = parser.parse_args()
     steps, alone = options.steps + WARMUP, options.peer_alone
 
@@ -54,29 +62,38 @@ def main() -> None:
 
     from workers.config import load_config
     from workers.reporting import MemoryReporter
+    from workers.tasks import Example
     from workers.training.trainer import Trainer
 
     threads = torch.get_num_threads()  # torch's default, which a TRL user keeps; ours is told the same
-    overrides = [*BATCH, "eval.every=0", "schedule.minibatches=1", f"resources.threads={threads}"]
-    cfg = load_config(REPO / "examples" / "grpo-arith.yaml", overrides)
+    base = load_config(REPO / options.testbed)
+    real = base.model.name != "tiny"
+    batch = [] if real else BATCH  # a real model's testbed keeps its own batch and lengths
+    overrides = [*batch, "eval.every=0", "schedule.minibatches=1", "schedule.save_final=false",
+                 "schedule.checkpoint_every=0", f"resources.threads={threads}"]  # fmt: skip
+    cfg = load_config(REPO / options.testbed, overrides)
     ours = Trainer(cfg, MemoryReporter())
-    task = ours.task
+    task, rollout = ours.task, cfg.rollout
+    prompts_per_step, group = rollout.prompts_per_step, rollout.group_size
 
     def correct(prompts, completions, answer, **_):
-        return [
-            float(a == (c.strip() if c.strip().lstrip("-").isdigit() else None)) for c, a in zip(completions, answer)
-        ]
+        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]  # conversational: a message
+        if real:
+            return [float(task.is_correct(Example(prompt="", answer=a), t)) for t, a in zip(texts, answer)]
+        return [float(a == (c.strip() if c.strip().lstrip("-").isdigit() else None)) for c, a in zip(texts, answer)]
 
     from datasets import Dataset
 
-    examples = task.train_batch(16 * steps * 2, np.random.default_rng(1))
-    dataset = Dataset.from_list([{"prompt": e.prompt, "answer": e.answer} for e in examples])
+    examples = task.train_batch(prompts_per_step * steps * 2, np.random.default_rng(1))
+    dataset = Dataset.from_list([{"prompt": peer_prompt(ours.policy, e.prompt), "answer": e.answer} for e in examples])
+    peer_model, peft_config = peer_network(ours, cfg)
     with tempfile.TemporaryDirectory() as scratch:
         args = GRPOConfig(
             output_dir=scratch,
-            per_device_train_batch_size=16 * 8,  # completions per step: 16 prompts x G = 8
-            num_generations=8,
-            max_completion_length=8,
+            per_device_train_batch_size=prompts_per_step * group,  # completions per step: prompts x G
+            num_generations=group,
+            max_completion_length=rollout.max_new_tokens,
+            temperature=rollout.temperature,
             learning_rate=cfg.optimizer.lr,
             beta=0.0,
             loss_type="grpo",
@@ -120,13 +137,15 @@ def main() -> None:
                 self.mark = time.perf_counter()
 
         peer = GRPOTrainer(
-            model=copy.deepcopy(ours.policy.model),
+            model=peer_model,
             reward_funcs=[correct],
             args=args,
             train_dataset=dataset,
             processing_class=ours.policy.tokenizer,
             callbacks=[Alternate()],
+            peft_config=peft_config,
         )
+        check_same_prompt(peer, ours.policy, examples[0].prompt)
         peer.train()
 
     trl_s = statistics.median(times["trl"][WARMUP:])
@@ -143,6 +162,46 @@ def main() -> None:
             {"bench": "rl_step_vs_trl", "ours": ours_s, "peer": trl_s, "unit": "s/step", "ratio": ours_s / trl_s}
         )
     )
+
+
+def peer_prompt(policy, question: str):
+    """What TRL is given for a question: the conversation our chat prompt renders, or our plain prompt's text."""
+    from workers.models.prompts import chat_messages
+
+    prompts = policy.prompts
+    if not prompts.chat:
+        return prompts.render(question)
+    return chat_messages(prompts.system, prompts.template, prompts.instruction, question)
+
+
+def peer_network(ours, cfg):
+    """The peer's model and LoRA config: a copy of our tiny network; for a real model, the same saved directory
+    loaded afresh in float32 with a peft LoraConfig of our rank, alpha and target modules (TRL wraps it)."""
+    if cfg.model.name == "tiny":
+        return copy.deepcopy(ours.policy.model), None
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM
+
+    from workers.models.policy import model_directory
+
+    model = AutoModelForCausalLM.from_pretrained(model_directory(cfg.model.name), local_files_only=True)
+    targets = cfg.model.lora_target_modules
+    lora = LoraConfig(
+        r=cfg.model.lora_rank,
+        lora_alpha=cfg.model.lora_alpha,
+        lora_dropout=0.0,
+        target_modules=targets if targets == "all-linear" else targets.split(","),
+        task_type="CAUSAL_LM",
+    )
+    return model, lora if cfg.model.lora_rank else None
+
+
+def check_same_prompt(peer, policy, question: str) -> None:
+    """Both sides read the same prompt text: TRL's chat rendering of the conversation equals ours."""
+    prompt = peer_prompt(policy, question)
+    if isinstance(prompt, list):
+        theirs = policy.tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+        assert theirs == policy.prompts.render(question), "the peer would read another prompt"
 
 
 if __name__ == "__main__":

@@ -9,8 +9,11 @@ Runs alternate; the median of --reps is reported.
     python bench/rollout_throughput.py --model 1024x12 --device cuda --dtype bfloat16 --prompts 64 --new-tokens 256
     python bench/rollout_throughput.py --backend vllm --model 1024x12 --device cuda --dtype bfloat16 ...  # .[gpu]
     python bench/rollout_throughput.py --testbed examples/long-tail.yaml --prompts 32 --n 4 --new-tokens 40
+    python bench/rollout_throughput.py --testbed examples/grpo-smollm2-word-problems.yaml --model testbed \
+        --prompts 4 --n 8 --new-tokens 128 --reps 3       # SmolLM2-135M-Instruct, chat prompts
 
---model is `tiny` (the --testbed config's warm-started model, prompts from its task) or WIDTHxLAYERS for a randomly
+--model is `testbed` (alias `tiny`: the --testbed config's own model, warm-started tiny or a real one, prompts
+from its task as that model reads them) or WIDTHxLAYERS for a randomly
 initialised Llama of that shape with the character tokenizer (nothing is downloaded).
 The vllm engine runs as its users run it for throughput: CUDA graphs captured, prefix caching on.
 Last line: {"bench": "rollout_throughput", "backend": ..., "ours": tok/s, "peer": tok/s, "unit": "tokens/s",
@@ -41,7 +44,7 @@ def build_policy(spec: str, device: torch.device, dtype: str, testbed: str):
 
     cfg = load_config(REPO / testbed, [f"model.dtype={dtype}"])
     task = build_task(cfg)
-    if spec == "tiny":
+    if spec in ("testbed", "tiny"):
         return load_policy(cfg, task, device), task
     width, layers = (int(x) for x in spec.split("x"))
     shaped = load_config(None, base={"model": {"hidden_size": width, "layers": layers, "heads": max(1, width // 64)}})

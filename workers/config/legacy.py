@@ -54,7 +54,14 @@ FLAT_DEFAULTS: dict[str, dict[str, object]] = {
 # hash and a config that uses the new knob gets a hash of its own. Add a new knob of an existing kind here; never
 # change a value.
 ADDED_KNOBS: dict[str, dict[str, object]] = {
-    "model": {"lora_rank": 0, "lora_alpha": 32.0, "lora_target_modules": "all-linear", "attn_implementation": "sdpa"},
-    "task": {"verifier": "numeric", "answer_position": "last"},
+    "model": {
+        "lora_rank": 0,
+        "lora_alpha": 32.0,
+        "lora_target_modules": "all-linear",
+        "attn_implementation": "sdpa",
+        "gradient_checkpointing": False,
+    },
+    "task": {"verifier": "numeric", "answer_position": "last", "extraction": "strict"},
+    "schedule": {"micro_batch_tokens": 0},
 }
 ADDED_SECTIONS = {"prompt"}  # hashed only when a knob of theirs is set

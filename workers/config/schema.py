@@ -100,6 +100,12 @@ class _PretrainedKnobs(_ModelKnobs):
         description="The layers that get adapters: 'all-linear' (every linear layer but the output head) or "
         "module names separated by commas (q_proj,v_proj).",
     )
+    gradient_checkpointing: bool = Field(
+        False,
+        description="Recompute each layer's activations in the backward pass instead of keeping them: less "
+        "memory for a longer step. A checkpointed network keeps no key-value cache while it trains, so each row "
+        "forwards its prompt with its completion (the prompt is not shared by its group).",
+    )
     attn_implementation: Literal["sdpa", "eager"] = Field(
         "sdpa",
         description="Attention kernel: sdpa (torch's scaled_dot_product_attention) or eager (plain matmuls).",
@@ -316,6 +322,16 @@ class ScheduleConfig(Section):
         description="Each training forward splits its rows into at most this many buckets of similar completion "
         "length, each padded only to its own longest: the same log-probabilities and loss, fewer padding positions "
         "computed when lengths have a long tail (up to the rounding of other batch shapes). 1: one forward.",
+    )
+    micro_batch_tokens: int = Field(
+        0,
+        ge=0,
+        le=2**31 - 1,
+        description="Each optimizer step forwards and back-propagates its rows in parts of at most this many "
+        "padded tokens (rows x (prompt width + the part's longest completion); a longer row goes alone), so a "
+        "step's activation and logit memory is bounded by tokens, not rows. The loss and its gradient are the "
+        "one-forward ones (up to rounding), for every objective; the price is a forward without gradient per "
+        "optimizer step. 0: one forward per optimizer step.",
     )
     save_every: int = Field(0, ge=0, le=2**31 - 1, description="Save a checkpoint every N steps (0 = only at the end).")
     save_final: bool = Field(True, description="Save a checkpoint when training ends.")

@@ -107,6 +107,9 @@ def load_policy(cfg, task, device: torch.device) -> Policy:
         policy = pretrained_policy(cfg, model_directory(cfg.model.name), instruction)
     policy.model.to(device=device, dtype=DTYPES[cfg.model.dtype])
     disable_dropout(policy.model)
+    if getattr(cfg.model, "gradient_checkpointing", False):
+        # non-reentrant: the adapters' gradients flow although the frozen embeddings' outputs need none
+        policy.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if getattr(cfg.model, "lora_rank", 0):
         policy.model = adapters.with_adapters(policy.model, cfg.model)
     return policy

@@ -7,8 +7,10 @@ verifiers that judge it against the reference.
   symbolically (units and `\\text{}` ignored, 12% == 0.12 only if the reference says so, sets and intervals too).
 
 Which answer counts when a completion writes several is `task.answer_position`: the last (the default, as
-GSM8K's and MATH's graders read it) or the first. A completion with no marked answer is wrong and badly
-formatted under both verifiers: the task's instruction asks for the mark, and RL should learn to write it.
+GSM8K's and MATH's graders read it) or the first. A completion with no marked answer is badly formatted under
+both verifiers, and wrong under `task.extraction: strict` (the default: the task's instruction asks for the
+mark, and RL should learn to write it); under `flexible` its last (or first) number is its answer, as
+lm-evaluation-harness's flexible-extract reads GSM8K ("... so the answer is 19." answers 19).
 
     final_answer("7 + 5 = 12\\n#### 12")              # '12'
     math_equal("1/2", "\\\\frac{2}{4}")                 # True
@@ -34,6 +36,15 @@ def marked_answer(text: str, position: str = "last") -> str | None:
         return None
     span = (max if position == "last" else min)(candidates)[1].strip().rstrip(".").strip()  # "#### 12." ends a sentence
     return span if len(span) <= MAX_ANSWER_CHARS else None
+
+
+_NUMBER = re.compile(r"-?\$?\d[\d,]*(?:\.\d+)?")
+
+
+def unmarked_answer(text: str, position: str = "last") -> str | None:
+    """The last (or first) number written anywhere in a text, or None (flexible extraction)."""
+    numbers = [m.group(0).rstrip(",") for m in _NUMBER.finditer(text)]
+    return (numbers[-1] if position == "last" else numbers[0]) if numbers else None
 
 
 def final_answer(text: str, position: str = "last") -> str | None:
@@ -75,10 +86,19 @@ class FinalAnswerVerifier:
 
     verifier = "numeric"
     answer_position = "last"
+    extraction = "strict"
+
+    def answer_span(self, completion: str) -> str | None:
+        """The text of the answer a completion commits to: its marked answer; under flexible extraction, failing
+        that, its last (or first) number."""
+        span = marked_answer(completion, self.answer_position)
+        if span is None and self.extraction == "flexible":
+            return unmarked_answer(completion, self.answer_position)
+        return span
 
     def answer_key(self, example, completion: str) -> str | None:
         """The answer a completion commits to, for majority voting: its number, or (math-verify) its text."""
-        span = marked_answer(completion, self.answer_position)
+        span = self.answer_span(completion)
         if span is None:
             return None
         number = normalise_number(span)
@@ -87,8 +107,10 @@ class FinalAnswerVerifier:
     def is_correct(self, example, completion: str) -> bool:
         if self.verifier == "numeric":
             return self.answer_key(example, completion) == example.answer
-        span = marked_answer(completion, self.answer_position)
+        span = self.answer_span(completion)
         return span is not None and math_equal(example.answer, span)
 
     def format_ok(self, example, completion: str) -> bool:
-        return self.answer_key(example, completion) is not None
+        """Whether the completion marks its answer as the instruction asks (#### x or \\boxed{x}), either way."""
+        span = marked_answer(completion, self.answer_position)
+        return span is not None and (self.verifier != "numeric" or normalise_number(span) is not None)

@@ -114,6 +114,12 @@ class FinalAnswerKnobs(Knobs):
     answer_position: Literal["last", "first"] = Field(
         "last", description="Which marked answer (#### x or \\boxed{x}) counts when a completion writes several."
     )
+    extraction: Literal["strict", "flexible"] = Field(
+        "strict",
+        description="strict: only a marked answer (#### x or \\boxed{x}) counts; a completion without one is wrong. "
+        "flexible: a completion without a mark is judged by its last number (answer_position first: its first), "
+        "as lm-evaluation-harness's flexible-extract reads GSM8K. The format reward asks for the mark either way.",
+    )
 
 
 class WordProblemKnobs(FinalAnswerKnobs):
@@ -161,8 +167,16 @@ class FileTaskKnobs(FinalAnswerKnobs):
     eval_path: str | None = Field(
         None, max_length=4096, description="A held-out file; without one, eval.size examples of `path` are held out."
     )
-    question_field: str = Field("question", max_length=256, description="The field holding the question.")
-    answer_field: str = Field("answer", max_length=256, description="The field holding the answer.")
+    question_field: str = Field(
+        "question",
+        max_length=256,
+        description="The field holding the question. With both fields at their defaults, a file with MATH's "
+        "fields is read as MATH (problem, solution).",
+    )
+    answer_field: str = Field(
+        "answer", max_length=256, description="The field holding the answer (its final result after #### or in "
+        "\\boxed{})."
+    )  # fmt: skip
 
     @model_validator(mode="after")
     def _needs_a_path(self) -> FileTaskKnobs:

@@ -1,7 +1,8 @@
 """`jsonl` and `parquet`: question/answer files in the GSM8K or boxed answer format.
 
-Each record has a question and an answer whose final result is written
-`#### 42` (GSM8K) or `\\boxed{42}` (MATH). The completion is judged by the same
+Each record has a question and an answer whose final result is written `#### 42` (GSM8K) or `\\boxed{42}`
+(MATH). The data sets' own fields are read as they are (GSM8K's question and answer, MATH's problem and
+solution), others through task.question_field and task.answer_field. The completion is judged by the same
 rule: its last (task.answer_position) `#### x` or `\\boxed{x}` must equal the reference,
 numerically or by math-verify (task.verifier; workers/tasks/answers.py).
 
@@ -25,6 +26,12 @@ from workers.tasks.answers import FinalAnswerVerifier, final_answer
 
 HOLDOUT_SEED = 3_000_003
 
+# The fields of the data sets' own files: GSM8K's question/answer (`#### 42`), and MATH's problem/solution (the
+# worked solution ends in \boxed{}; MATH-500's extra bare `answer` field is not needed). A file read with the
+# default fields is read in the first of these layouts its first record has.
+LAYOUTS = (("question", "answer"), ("problem", "solution"))
+DEFAULT_FIELDS = LAYOUTS[0]
+
 
 INSTRUCTIONS = {
     "####": "Solve the problem step by step, then give the final answer after ####.",
@@ -37,7 +44,7 @@ class QATask(FinalAnswerVerifier):
 
     def __init__(self, cfg):
         task = cfg.task
-        self.verifier, self.answer_position = task.verifier, task.answer_position
+        self.verifier, self.answer_position, self.extraction = task.verifier, task.answer_position, task.extraction
         self.question_field, self.answer_field = task.question_field, task.answer_field
         records = self.read(Path(task.path))
         self.sources = [Path(task.path)]
@@ -67,19 +74,31 @@ class QATask(FinalAnswerVerifier):
         rows = list(self.rows(path))
         if not rows:
             raise DatasetError(f"{path}: holds no records")
-        return [self.to_example(path, where, row) for where, row in rows]
+        fields = self.fields_of(rows[0][1])
+        return [self.to_example(path, where, row, fields) for where, row in rows]
 
-    def to_example(self, path: Path, where: str, row) -> tuple[Example, str]:
+    def fields_of(self, first) -> tuple[str, str]:
+        """The (question, answer) fields of a file: the task's, or with the defaults the layout (GSM8K's, MATH's)
+        its first record has."""
+        chosen = (self.question_field, self.answer_field)
+        if chosen != DEFAULT_FIELDS or not isinstance(first, dict):
+            return chosen
+        return next((layout for layout in LAYOUTS if all(field in first for field in layout)), chosen)
+
+    def to_example(self, path: Path, where: str, row, fields: tuple[str, str]) -> tuple[Example, str]:
         if not isinstance(row, dict):
             raise DatasetError(f"{path}:{where}: a record must be an object with fields")
-        for field in (self.question_field, self.answer_field):
+        question_field, answer_field = fields
+        for field in fields:
             if not isinstance(row.get(field), str) or not row[field].strip():
-                raise DatasetError(f"{path}:{where}: missing text field '{field}'")
-        answer_text = row[self.answer_field]
+                hint = "" if fields != DEFAULT_FIELDS else " (GSM8K's question/answer or MATH's problem/solution; " \
+                    "set task.question_field and task.answer_field for others)"  # fmt: skip
+                raise DatasetError(f"{path}:{where}: missing text field '{field}'{hint}")
+        answer_text = row[answer_field]
         answer = final_answer(answer_text)
         if answer is None:
             raise DatasetError(f"{path}:{where}: answer has no final number as '#### 42' or \\boxed{{42}}")
-        return Example(prompt=row[self.question_field].strip() + "\n", answer=answer), answer_text
+        return Example(prompt=row[question_field].strip() + "\n", answer=answer), answer_text
 
     # ------------------------------------------------------------------ the Task protocol
     def train_batch(self, n: int, rng: np.random.Generator) -> list[Example]:

@@ -53,7 +53,7 @@ class WordProblemTask(FinalAnswerVerifier):
         task = cfg.task
         self.min_steps, self.steps, self.max_number = task.min_steps, task.steps, task.max_number
         self.distractors, self.operations = task.distractors, task.operations
-        self.verifier, self.answer_position = task.verifier, task.answer_position
+        self.verifier, self.answer_position, self.extraction = task.verifier, task.answer_position, task.extraction
         size = held_out_size(cfg.eval.size, task.problem_space())
         keys: dict[str, tuple] = {}
 

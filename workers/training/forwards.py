@@ -34,10 +34,15 @@ def token_entropy(logp_all: torch.Tensor) -> torch.Tensor:
 
 
 class Forwards:
-    def __init__(self, device: torch.device, pad_id: int, temperature: float, length_buckets: int):
+    def __init__(
+        self, device: torch.device, pad_id: int, temperature: float, length_buckets: int, one_forward: bool = False
+    ):
         self.device, self.pad_id = device, pad_id
         self.temperature = temperature  # the sampling temperature: log-probabilities are those the sampler drew from
         self.length_buckets = length_buckets  # schedule.length_buckets: 1 forwards every row at full width
+        # model.gradient_checkpointing: a checkpointed network keeps no cache in training mode, so the prompt is
+        # not forwarded once per group; each row forwards its prompt and completion together
+        self.one_forward = one_forward
 
     def inputs(self, batch: RolloutBatch, rows: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
         """The rows' prompts (left-padded, each distinct prompt once) and completions (right-padded), attending to
@@ -71,22 +76,29 @@ class Forwards:
         if self.length_buckets == 1:
             return self.bucket_logprobs(model, inputs, chunk, with_entropy, record)
         rows = chunk if chunk is not None else torch.arange(len(inputs["completion"]))
-        width = inputs["prompt_ids"].shape[1]
-        attended = inputs["attention_mask"][rows.to(inputs["attention_mask"].device), width:]  # (B, T)
-        positions = torch.arange(1, attended.shape[1] + 1, device=attended.device)
-        extents = (attended * positions).amax(1) if attended.shape[1] else attended.sum(1)  # (B,) last attended + 1
-        length = inputs["completion"].shape[1]
         parts, order = [], []
-        for at, bucket_width in length_buckets(extents, self.length_buckets):
-            logprobs, entropy = self.bucket_logprobs(model, inputs, rows[at.to(rows.device)], with_entropy, record,
-                                                     max(bucket_width, 1))  # fmt: skip
-            pad = (0, length - logprobs.shape[1])
-            parts.append((F.pad(logprobs, pad), F.pad(entropy, pad) if entropy is not None else None))
+        for at, bucket_width in length_buckets(self.extents(inputs, rows), self.length_buckets):
+            parts.append(self.padded_logprobs(model, inputs, rows[at.to(rows.device)], bucket_width, with_entropy,
+                                              record))  # fmt: skip
             order.append(at)
         back = torch.argsort(torch.cat(order).to(parts[0][0].device))  # bucket order -> the rows' own order
         logprobs = torch.cat([p for p, _ in parts])[back]
         entropy = torch.cat([e for _, e in parts])[back] if with_entropy else None
         return logprobs, entropy
+
+    def extents(self, inputs, rows: torch.Tensor) -> torch.Tensor:
+        """(B,) each row's completion positions up to its last attended one (its forward's width unpadded)."""
+        width = inputs["prompt_ids"].shape[1]
+        attended = inputs["attention_mask"][rows.to(inputs["attention_mask"].device), width:]  # (B, T)
+        positions = torch.arange(1, attended.shape[1] + 1, device=attended.device)
+        return (attended * positions).amax(1) if attended.shape[1] else attended.sum(1)
+
+    def padded_logprobs(self, model, inputs, rows: torch.Tensor, width: int, with_entropy=False, record=None):
+        """`bucket_logprobs` of `rows` forwarded at `width` completion positions, padded back to the full width
+        with 0: for rows none of which attends past `width`, the numbers of a forward at full width."""
+        logprobs, entropy = self.bucket_logprobs(model, inputs, rows, with_entropy, record, max(width, 1))
+        pad = (0, inputs["completion"].shape[1] - logprobs.shape[1])
+        return F.pad(logprobs, pad), F.pad(entropy, pad) if entropy is not None else None
 
     def bucket_logprobs(
         self, model, inputs, chunk=None, with_entropy=False, record: ForwardObserver | None = None, length=None
@@ -106,6 +118,9 @@ class Forwards:
         completion = pick(inputs["completion"])[:, :length]
         length, span = completion.shape[1], width + completion.shape[1]
         attention, positions = inputs["attention_mask"][:, :span], inputs["position_ids"][:, :span]
+        if self.one_forward:
+            logits = self.one_forward_logits(model, inputs, pick, completion, pick(attention), pick(positions))
+            return self.scored(logits, completion, chunk, with_entropy, record)
         used, owner = torch.unique(pick(inputs["prompt_of"]), return_inverse=True)  # (P,), (B,)
         prompt_mask = inputs["prompt_mask"][used]  # (P, L)
         prefix = model(
@@ -128,6 +143,25 @@ class Forwards:
             ).logits  # (B, T-1, V): completion position t predicts token t+1
             logits = torch.cat([logits, rest], dim=1)  # (B, T, V)
         logits = logits[:, :length]  # (B, T, V) when T is 0 too: rows with no completion token have nothing to score
+        return self.scored(logits, completion, chunk, with_entropy, record)
+
+    def one_forward_logits(self, model, inputs, pick, completion, attention, positions) -> torch.Tensor:
+        """(B, T, V): each row's prompt and completion (but its last token) in one forward, the logits kept only
+        where they predict a completion token (the prompt's last position onwards)."""
+        length = completion.shape[1]
+        prompts = inputs["prompt_ids"][pick(inputs["prompt_of"])]  # (B, L)
+        fed = prompts.shape[1] + max(length - 1, 0)
+        logits = model(
+            input_ids=torch.cat([prompts, completion[:, : max(length - 1, 0)]], dim=1),
+            attention_mask=attention[:, :fed],
+            position_ids=positions[:, :fed],
+            use_cache=False,
+            logits_to_keep=max(length, 1),
+        ).logits
+        return logits[:, :length]
+
+    def scored(self, logits, completion, chunk, with_entropy, record):
+        """The completion tokens' log-probabilities (B, T) at the sampling temperature, and the entropies if asked."""
         logp_all = torch.log_softmax(logits.float() / self.temperature, dim=-1)
         logprobs = logp_all.gather(-1, completion[..., None])[..., 0]  # (B, T)
         entropy = token_entropy(logp_all) if with_entropy else None  # (B, T)

@@ -22,6 +22,7 @@ from workers.pipeline.objective.base import KL_ESTIMATORS, aggregator, k3_kl, of
 from workers.pipeline.stages import LossInputs
 from workers.training.forwards import Forwards
 from workers.training.inspector import Inspector, UpdateEntropies
+from workers.training.microbatch import LossLeaves, token_parts
 from workers.training.parts import Collected, Trained
 from workers.training.report import advantage_metrics, batch_metrics
 from workers.training.state import RunState
@@ -260,9 +261,14 @@ class Learner:
         cfg = self.cfg.objective
         mask = inputs["mask"][chunk]
         wants_entropy_grad = cfg.entropy_coef > 0
-        logprobs, entropy = self.forwards.logprobs(
-            self.policy.model, inputs, chunk, with_entropy=wants_entropy_grad, record=entropies
-        )
+        parts = self.micro_batches(inputs, chunk)
+        if parts is None:
+            logprobs, entropy = self.forwards.logprobs(
+                self.policy.model, inputs, chunk, with_entropy=wants_entropy_grad, record=entropies
+            )
+        else:  # the loss is taken of leaves; each part's forward is back-propagated on its own below
+            leaves = self.logprobs_in_parts(inputs, chunk, parts, wants_entropy_grad, entropies)
+            logprobs, entropy = leaves.logprobs, leaves.entropy
         aggregate = aggregator(cfg.aggregation, mask, self.cfg.rollout.max_new_tokens)
         old, proximal_stats = self.proximal_logprobs(inputs, chunk, logprobs)
         loss_inputs = LossInputs(
@@ -286,6 +292,8 @@ class Learner:
             loss = loss - cfg.entropy_coef * aggregate(entropy)
             stats[metric.ENTROPY] = float(aggregate(entropy.detach()))
         loss.backward()
+        if parts is not None:
+            self.backward_in_parts(inputs, chunk, parts, leaves)
         limit = self.cfg.optimizer.grad_clip or float("inf")
         grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.model.parameters(), limit)
         # the objective may scale this step (VCPO's ESS): the rate, not the loss, since Adam undoes a loss scale
@@ -304,6 +312,40 @@ class Learner:
                 stats[metric.ENTROPY] = float(aggregate(-logprobs.detach()))  # sampled-token estimate
         stats.update({metric.LOSS: float(loss.detach()), metric.GRAD_NORM: float(grad_norm)})
         return stats
+
+    def micro_batches(self, inputs, chunk: torch.Tensor) -> list[torch.Tensor] | None:
+        """schedule.micro_batch_tokens' parts of the rows `chunk` (positions into it); None: one forward does."""
+        budget = self.cfg.schedule.micro_batch_tokens
+        if not budget:
+            return None
+        parts = token_parts(self.forwards.extents(inputs, chunk), inputs["prompt_ids"].shape[1], budget)
+        return parts if len(parts) > 1 else None
+
+    def part_logprobs(self, inputs, chunk, part, with_entropy=False, record=None):
+        """The log-probabilities (and entropies) of the rows at positions `part` of `chunk`, forwarded at the
+        part's own width (its rows have similar lengths: token_parts sorts them)."""
+        rows = chunk[part.to(chunk.device)]
+        width = int(self.forwards.extents(inputs, rows).max())
+        return self.forwards.padded_logprobs(self.policy.model, inputs, rows, width, with_entropy, record)
+
+    @torch.no_grad()
+    def logprobs_in_parts(self, inputs, chunk, parts, with_entropy, record) -> LossLeaves:
+        """The chunk's log-probabilities (and entropies), computed part by part without gradient, as leaves."""
+        shape = (len(chunk), inputs["completion"].shape[1])
+        logprobs = torch.zeros(shape, device=self.forwards.device)
+        entropy = torch.zeros(shape, device=self.forwards.device) if with_entropy else None
+        for part in parts:
+            at = part.to(logprobs.device)
+            logprobs[at], part_entropy = self.part_logprobs(inputs, chunk, part, with_entropy, record)
+            if entropy is not None:
+                entropy[at] = part_entropy
+        return LossLeaves(logprobs, entropy)
+
+    def backward_in_parts(self, inputs, chunk, parts, leaves: LossLeaves) -> None:
+        """Back-propagate the loss's gradient at the leaves through each part's forward, one part at a time."""
+        for part in parts:
+            logprobs, entropy = self.part_logprobs(inputs, chunk, part, with_entropy=leaves.entropy is not None)
+            leaves.surrogate(part, logprobs, entropy).backward()
 
     @torch.no_grad()
     def proximal_logprobs(self, inputs, chunk: torch.Tensor, logprobs: torch.Tensor) -> tuple[torch.Tensor, dict]:

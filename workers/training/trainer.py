@@ -92,7 +92,13 @@ class Trainer:
         self.backends = Backends(cfg, self.policy, samplers)
         rewards = build_rewards(self.task, cfg)
         self.state = RunState.start(build_stages(cfg), cfg.seed, self.device)
-        forwards = Forwards(self.device, self.policy.pad_id, cfg.rollout.temperature, cfg.schedule.length_buckets)
+        forwards = Forwards(
+            self.device,
+            self.policy.pad_id,
+            cfg.rollout.temperature,
+            cfg.schedule.length_buckets,
+            one_forward=getattr(cfg.model, "gradient_checkpointing", False),
+        )
         self.inspector = Inspector(cfg.schedule.samples_per_step, forwards, self.policy)
         self.collector = Collector(cfg, self.task, rewards, self.state, reporter)
         self.learner = Learner(cfg, self.policy, self.state, forwards, self.inspector, self.backends)

@@ -75,3 +75,32 @@ def test_math_verify_judges_off_the_main_thread_too():
 def test_an_answer_longer_than_the_bound_is_no_answer():
     example = Example(prompt="?", answer="1")
     assert not verifier("math-verify").format_ok(example, "#### " + "1+" * 150 + "1")
+
+
+# flexible extraction (lm-evaluation-harness's flexible-extract): (reference, completion, verdict, format_ok)
+FLEXIBLE = [
+    ("19", "15 + 4 = 19. The answer is 19.", True, False),  # no mark: the last number
+    ("19", "15 + 4 = 19, and he has 2 left.", False, False),  # a number after the answer is the answer read
+    ("1234", "So she has 1,234 coins.", True, False),  # thousands separators
+    ("5/2", "Each gets 2.5 apples.", True, False),
+    ("19", "#### 19\nThen 2 more.", True, True),  # a mark is read first, wherever it is
+    ("19", "I cannot tell.", False, False),
+]
+
+
+@pytest.mark.parametrize(("reference", "completion", "verdict", "marked"), FLEXIBLE)
+def test_flexible_extraction_reads_an_unmarked_completions_last_number(reference, completion, verdict, marked):
+    example = Example(prompt="?", answer=reference)
+    for kind in ("numeric", "math-verify"):
+        flexible, strict = verifier(kind), verifier(kind)
+        flexible.extraction = "flexible"
+        assert flexible.is_correct(example, completion) is verdict, kind
+        assert flexible.format_ok(example, completion) is marked  # the format reward still asks for the mark
+        assert strict.is_correct(example, completion) is (verdict and marked)
+
+
+def test_flexible_extraction_with_the_first_position_reads_the_first_number():
+    judge = verifier("numeric", "first")
+    judge.extraction = "flexible"
+    assert judge.is_correct(Example(prompt="?", answer="19"), "19 stickers, since 15 + 4 is that")
+    assert not judge.is_correct(Example(prompt="?", answer="19"), "15 + 4 = 19")

@@ -165,6 +165,24 @@ def test_a_lora_run_resumed_from_its_checkpoint_reports_what_the_undisturbed_run
     assert (final / "adapter_model.safetensors").is_file() and not (final / "model.safetensors").exists()
 
 
+def test_a_lora_run_checkpointed_in_token_bounded_micro_batches_trains_as_the_plain_run(chat_model):
+    def first_step(**knobs):
+        cfg = chat_config(chat_model, model={"lora_rank": 4, **knobs.pop("model", {})}, schedule={"steps": 1, **knobs},
+                          objective={"kl_coef": 0.05}, eval={"every": 0})  # fmt: skip
+        reporter = MemoryReporter()
+        trainer = Trainer(cfg, reporter)
+        assert trainer.run() == "succeeded"
+        (row,) = [r for r in reporter.metric_rows if "policy/loss" in r]
+        return trainer, row
+
+    _, plain = first_step()
+    trainer, lean = first_step(model={"gradient_checkpointing": True}, micro_batch_tokens=64)
+    assert trainer.policy.model.is_gradient_checkpointing and trainer.learner.forwards.one_forward
+    assert lean["completions/mean_length"] == plain["completions/mean_length"]  # the same samples
+    for name in ("policy/loss", "optim/grad_norm", "policy/kl_ref"):
+        assert lean[name] == pytest.approx(plain[name], rel=1e-4, abs=1e-6), name
+
+
 @pytest.mark.parametrize(
     ("broken", "why"),
     [
@@ -203,3 +221,7 @@ def test_the_prompt_section_and_the_pretrained_knobs_at_their_defaults_leave_eve
     pretrained = chat_config(chat_model)
     assert "lora_rank" not in json.loads(pretrained.canonical_json())["model"]
     assert chat_config(chat_model, model={"lora_rank": 8}).config_hash() != pretrained.config_hash()
+    assert "gradient_checkpointing" not in json.loads(pretrained.canonical_json())["model"]
+    assert "micro_batch_tokens" not in json.loads(cfg.canonical_json())["schedule"]
+    lean = chat_config(chat_model, model={"gradient_checkpointing": True}, schedule={"micro_batch_tokens": 512})
+    assert lean.config_hash() != pretrained.config_hash()

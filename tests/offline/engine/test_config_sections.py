@@ -21,7 +21,8 @@ def test_a_section_holds_the_knobs_of_its_kind_only():
                               "question_field": "question", "answer_field": "answer", "verifier": "numeric",
                               "answer_position": "last"}  # fmt: skip
     assert stored["model"] == {"name": "/d/m", "dtype": "float32", "lora_rank": 0, "lora_alpha": 32.0,
-                               "lora_target_modules": "all-linear", "attn_implementation": "sdpa"}  # fmt: skip
+                               "lora_target_modules": "all-linear", "attn_implementation": "sdpa",
+                               "gradient_checkpointing": False}  # fmt: skip
     assert set(stored["resources"]) == {"executor", "device", "threads", "gpus", "wall_time_s"}
     ray = resolve({"resources": {"executor": "ray", "rollout_actors": 3}}).resources
     assert ray.rollout_actors == 3 and ray.nodes == 1
@@ -93,7 +94,8 @@ def test_an_override_that_changes_a_kind_takes_none_of_the_file_knobs_of_that_se
     path.write_text("model: {hidden_size: 32, heads: 2}\ntask: {name: chain, shortcut_share: 0.3}\n")
     cfg = load_config(path, ["model.name=/d/m", "task.name=jsonl", "task.path=/d/x.jsonl"])
     assert cfg.model.model_dump() == {"name": "/d/m", "dtype": "float32", "lora_rank": 0, "lora_alpha": 32.0,
-                                      "lora_target_modules": "all-linear", "attn_implementation": "sdpa"}  # fmt: skip
+                                      "lora_target_modules": "all-linear", "attn_implementation": "sdpa",
+                                      "gradient_checkpointing": False}  # fmt: skip
     assert cfg.task.name == "jsonl" and cfg.task.path == "/d/x.jsonl"
     assert load_config(path, ["task.operands=4"]).task.shortcut_share == 0.3  # the same kind keeps them
 
@@ -102,7 +104,14 @@ def test_the_schema_lists_each_kind_of_the_switched_sections_with_its_knobs():
     schema = json_schema()
     assert schema["x-switches"]["resources"] == {"knob": "executor", "default": "local", "other": None}
     assert schema["x-switches"]["model"]["other"] == "pretrained"
-    pretrained = ["attn_implementation", "dtype", "lora_alpha", "lora_rank", "lora_target_modules"]
+    pretrained = [
+        "attn_implementation",
+        "dtype",
+        "gradient_checkpointing",
+        "lora_alpha",
+        "lora_rank",
+        "lora_target_modules",
+    ]
     assert schema["x-components"]["model"]["pretrained"]["knobs"] == pretrained
     assert schema["x-components"]["model"]["smollm2-135m-instruct"]["knobs"] == pretrained
     assert "shortcut_share" in schema["x-components"]["task"]["chain"]["knobs"]

@@ -10,8 +10,10 @@ import torch
 
 from tests.conftest import small_config
 from tests.offline.engine.test_models import save_gpt2_with_bpe
+from workers import metrics as metric
 from workers.reporting import MemoryReporter
 from workers.training.learner import recomputes_old_logprobs
+from workers.training.microbatch import token_parts
 from workers.training.trainer import Trainer
 
 
@@ -213,3 +215,80 @@ def test_length_buckets_give_the_same_logprobs_entropies_and_gradient_over_fewer
     torch.testing.assert_close(ent[mask], one_ent[mask], atol=1e-5, rtol=0)
     assert (lp[~mask] == 0).sum() > 0  # past a row's last token its bucket computes nothing
     torch.testing.assert_close(grad, one_grad, atol=1e-6, rtol=1e-4)
+
+
+def captured_step(trainer, inputs, chunk):
+    """One optimizer step on `chunk` whose gradients are kept (and whose parameters are left as they were)."""
+    model, grads = trainer.policy.model, []
+    trainer.learner.optimizer.step = lambda: grads.append([p.grad.clone() for p in model.parameters()])
+    model.train()
+    stats = trainer.learner.optimizer_step(inputs, chunk, update=0)
+    return stats, torch.cat([g.flatten() for g in grads[0]])
+
+
+def test_micro_batches_bounded_by_tokens_give_the_one_forward_loss_and_gradient_for_a_coupled_objective():
+    # token-mean couples rows (one sum over the chunk), the entropy and KL terms add to the loss: the gradient
+    # through the leaves must carry every term, part by part
+    cfg = small_config(
+        model={"warmup_steps": 0},
+        rollout={"prompts_per_step": 8, "max_new_tokens": 24},
+        objective={"aggregation": "token-mean", "entropy_coef": 0.01, "kl_coef": 0.05},
+    )
+    trainer, batch = trainer_and_batch(cfg)
+    rows = batch.in_loss.nonzero().flatten()
+    inputs = trainer.learner.training_inputs(batch, rows)
+    inputs["advantages"] = torch.linspace(-1.0, 1.0, len(rows))
+    inputs["staleness"] = torch.zeros(len(rows), dtype=torch.long)  # every row fresh, as update() says
+    chunk = torch.arange(len(rows))
+    width = inputs["prompt_ids"].shape[1]
+    budget = 4 * (width + 24)  # at most four rows of the longest length per part
+    fed = []
+    trainer.policy.model.register_forward_pre_hook(
+        lambda _, args, kwargs: fed.append(kwargs["input_ids"].shape), with_kwargs=True
+    )
+    one_stats, one_grad = captured_step(trainer, inputs, chunk)
+    forwards_of_one = len(fed)
+    trainer.cfg.schedule.micro_batch_tokens = budget
+    parts = trainer.learner.micro_batches(inputs, chunk)
+    assert len(parts) >= len(rows) // 4 and sorted(torch.cat(parts).tolist()) == chunk.tolist()
+    fed.clear()
+    stats, grad = captured_step(trainer, inputs, chunk)
+    completions = [shape for shape in fed if shape[1] > 0 and shape[0] > 1][1::2]  # a prompt forward, then its rows
+    assert len(fed) == 2 * 2 * len(parts) and forwards_of_one == 2  # each part: without, then with gradient
+    assert max(rows_ * (width + length + 1) for rows_, length in completions) <= budget
+    assert stats[metric.LOSS] == pytest.approx(one_stats[metric.LOSS], abs=1e-6)
+    torch.testing.assert_close(grad, one_grad, atol=1e-6, rtol=1e-4)
+
+
+def test_token_parts_hold_every_row_once_within_the_budget_unless_a_row_alone_is_longer():
+    extents = torch.tensor([5, 1, 30, 12, 12, 3, 0, 7])
+    parts = token_parts(extents, prompt_width=4, budget=40)
+    assert sorted(torch.cat(parts).tolist()) == list(range(8))
+    for part in parts:
+        longest = int(extents[part].max())
+        assert len(part) * (4 + longest) <= 40 or len(part) == 1
+    assert [extents[p].tolist() for p in parts] == [[30], [12, 12], [7, 5, 3], [1, 0]]
+
+
+def test_a_checkpointed_network_forwards_prompt_and_completion_at_once_with_the_same_logprobs_and_gradient():
+    cfg = small_config(model={"warmup_steps": 0}, rollout={"prompts_per_step": 8, "max_new_tokens": 12})
+    trainer, batch = trainer_and_batch(cfg)
+    model, rows = trainer.policy.model, batch.in_loss.nonzero().flatten()
+    inputs = trainer.learner.training_inputs(batch, rows)
+    inputs["advantages"] = torch.linspace(-1.0, 1.0, len(rows))
+    model.train()
+    results, fed = [], []
+    model.register_forward_pre_hook(lambda _, args, kwargs: fed.append(kwargs["input_ids"].shape), with_kwargs=True)
+    for checkpointed in (False, True):
+        if checkpointed:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        trainer.learner.forwards.one_forward = checkpointed  # model.gradient_checkpointing sets both
+        model.zero_grad()
+        logprobs, _ = trainer.learner.forwards.logprobs(model, inputs)
+        trainer.stages.objective(trainer_loss_inputs(trainer, logprobs, inputs)).loss.backward()
+        results.append((logprobs.detach(), torch.cat([p.grad.flatten() for p in model.parameters()])))
+    prompts, completions, whole = fed  # the prompts once, the completions on their cache; then one forward
+    assert whole == (len(rows), prompts[1] + completions[1]) and prompts[0] < len(rows)
+    mask = inputs["mask"] > 0
+    torch.testing.assert_close(results[1][0][mask], results[0][0][mask], atol=1e-5, rtol=0)
+    torch.testing.assert_close(results[1][1], results[0][1], atol=1e-6, rtol=1e-4)

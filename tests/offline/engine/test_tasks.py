@@ -207,3 +207,29 @@ def test_fingerprint_changes_when_the_file_changes(tmp_path):
     before = file_task("jsonl", path).fingerprint()
     write_jsonl(path, qa_rows(31))
     assert file_task("jsonl", path).fingerprint() != before
+
+
+def test_the_data_sets_own_fields_are_read_as_they_are_gsm8k_and_math(tmp_path):
+    """GSM8K's question/answer, and MATH's problem/solution (MATH-500 adds a bare answer field, not needed)."""
+    gsm8k, math = tmp_path / "gsm8k.jsonl", tmp_path / "math.parquet"
+    write_jsonl(gsm8k, [{"question": f"What is {i} + 1?", "answer": f"{i} + 1 = {i + 1}\n#### {i + 1}"}
+                        for i in range(12)])  # fmt: skip
+    rows = [{"problem": f"Compute ${i}/2$.", "solution": f"Halve it: $\\boxed{{\\frac{{{i}}}{{2}}}}$.",
+             "answer": f"\\frac{{{i}}}{{2}}", "level": "Level 1"} for i in range(1, 13)]  # fmt: skip
+    pq.write_table(pa.Table.from_pylist(rows), math)
+    held = file_task("jsonl", gsm8k).eval_examples()
+    assert all(e.prompt == f"What is {int(e.answer) - 1} + 1?\n" for e in held) and len(held) == 5
+    boxed = file_task("parquet", math, verifier="math-verify")
+    assert boxed.instruction.endswith("within \\boxed{}.")  # a chat model is asked for MATH's answer format
+    for example in boxed.eval_examples():
+        i = int(example.prompt.removeprefix("Compute $").split("/")[0])
+        assert boxed.is_correct(example, f"so $\\boxed{{\\frac{{{2 * i}}}{{4}}}}$")  # i/2 written otherwise
+        assert not boxed.is_correct(example, f"so $\\boxed{{{i + 1}}}$")
+
+
+def test_a_file_in_neither_layout_names_the_field_and_the_layouts_it_knows(tmp_path):
+    path = tmp_path / "qa.jsonl"
+    write_jsonl(path, [{"prompt": "What is 1 + 1?", "response": "#### 2"}] * 12)
+    with pytest.raises(DatasetError, match=r"qa.jsonl:1: missing text field 'question' \(GSM8K's question/answer or "
+                       r"MATH's problem/solution"):  # fmt: skip
+        file_task("jsonl", path)
