@@ -19,7 +19,7 @@ def test_a_section_holds_the_knobs_of_its_kind_only():
     stored = resolve({"task": {"name": "jsonl", "path": "/d/train.jsonl"}, "model": {"name": "/d/m"}}).model_dump()
     assert stored["task"] == {"name": "jsonl", "path": "/d/train.jsonl", "eval_path": None,
                               "question_field": "question", "answer_field": "answer", "verifier": "numeric",
-                              "answer_position": "last"}  # fmt: skip
+                              "answer_position": "last", "extraction": "strict"}  # fmt: skip
     assert stored["model"] == {"name": "/d/m", "dtype": "float32", "lora_rank": 0, "lora_alpha": 32.0,
                                "lora_target_modules": "all-linear", "attn_implementation": "sdpa",
                                "gradient_checkpointing": False}  # fmt: skip
