@@ -177,7 +177,7 @@ def test_a_lora_run_checkpointed_in_token_bounded_micro_batches_trains_as_the_pl
 
     _, plain = first_step()
     trainer, lean = first_step(model={"gradient_checkpointing": True}, micro_batch_tokens=64)
-    assert trainer.policy.model.is_gradient_checkpointing and trainer.learner.forwards.one_forward
+    assert trainer.policy.model.is_activation_checkpointing and trainer.learner.forwards.one_forward
     assert lean["completions/mean_length"] == plain["completions/mean_length"]  # the same samples
     for name in ("policy/loss", "optim/grad_norm", "policy/kl_ref"):
         assert lean[name] == pytest.approx(plain[name], rel=1e-4, abs=1e-6), name
