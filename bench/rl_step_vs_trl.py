@@ -14,13 +14,17 @@ so it no longer leaks into the peer's. The peer's settings are printed; `--peer-
 times the peer's loop with none of our steps between its own, to cross-check its figure.
 
     python bench/rl_step_vs_trl.py [--steps 30] [--peer-alone]
-    python bench/rl_step_vs_trl.py --testbed examples/grpo-smollm2-word-problems.yaml --steps 4 [--peer-alone]
+    python bench/rl_step_vs_trl.py --testbed examples/grpo-smollm2-word-problems.yaml --steps 4 --warmup 1 \
+        --parts 4 [--peer-alone]
 
 With a real model's testbed (SmolLM2-135M-Instruct), the batch is the testbed's (prompts x G, max_new_tokens,
 temperature), both sides train LoRA adapters of its rank, alpha and target modules on a float32 base, and TRL is
 given conversational prompts, which it renders with the same chat template: the same system message, question
 and answer instruction as ours (the rendered texts are compared before the run). The reward is the task's own
-correctness check on both sides.
+correctness check on both sides. `--parts N` bounds memory as each side's users would: TRL forwards and
+back-propagates per_device_train_batch_size = batch / N completions at a time with gradient_accumulation_steps N
+(it still generates the whole batch at once), ours takes schedule.micro_batch_tokens = batch / N rows x (the longest
+prompt + max_new_tokens), so a part of short completions holds more rows. Either way one optimizer step per batch.
 
 Needs the dev extra (pip install -e '.[dev]'), which brings TRL for the TRL integration's tests.
 Last line: {"bench": "rl_step_vs_trl", "ours": s, "peer": s, "unit": "s/step", "ratio": ours/peer}
@@ -51,8 +55,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30, help="timed steps of each trainer")
     parser.add_argument("--peer-alone", action="store_true", help="time TRL only, with none of our steps between")
     parser.add_argument("--testbed", default="examples/grpo-arith.yaml", help="the config whose model and task train")
+    parser.add_argument("--warmup", type=int, default=WARMUP, help="first steps of each trainer, not timed")
+    parser.add_argument("--parts", type=int, default=1, help="forward/backward passes per optimizer step (memory)")
     options = parser.parse_args()
-    steps, alone = options.steps + WARMUP, options.peer_alone
+    warmup, alone = options.warmup, options.peer_alone
+    steps = options.steps + warmup
 
     os.environ.setdefault("ROLLOUTLAB_CACHE", str(REPO / ".cache" / "rolloutlab"))
     import torch
@@ -72,9 +79,18 @@ def main() -> None:
     overrides = [*batch, "eval.every=0", "schedule.minibatches=1", "schedule.save_final=false",
                  "schedule.checkpoint_every=0", f"resources.threads={threads}"]  # fmt: skip
     cfg = load_config(REPO / options.testbed, overrides)
-    ours = Trainer(cfg, MemoryReporter())
-    task, rollout = ours.task, cfg.rollout
+    rollout = cfg.rollout
     prompts_per_step, group = rollout.prompts_per_step, rollout.group_size
+    rows_per_part = -(-prompts_per_step * group // options.parts)
+    if options.parts > 1:
+        ours = Trainer(cfg, MemoryReporter())  # only to measure the prompts' width
+        examples = ours.task.train_batch(prompts_per_step * steps * 2, np.random.default_rng(1))
+        width = max(len(ours.policy.encode_prompt(e.prompt)) for e in examples)
+        budget = rows_per_part * (width + rollout.max_new_tokens)
+        cfg = load_config(REPO / options.testbed, [*overrides, f"schedule.micro_batch_tokens={budget}"])
+        del ours
+    ours = Trainer(cfg, MemoryReporter())
+    task = ours.task
 
     def correct(prompts, completions, answer, **_):
         texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]  # conversational: a message
@@ -90,7 +106,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         args = GRPOConfig(
             output_dir=scratch,
-            per_device_train_batch_size=prompts_per_step * group,  # completions per step: prompts x G
+            per_device_train_batch_size=rows_per_part,  # x gradient_accumulation_steps = prompts x G per step
+            gradient_accumulation_steps=options.parts,
             num_generations=group,
             max_completion_length=rollout.max_new_tokens,
             temperature=rollout.temperature,
@@ -113,6 +130,8 @@ def main() -> None:
             f"peer: TRL {trl.__version__} GRPOTrainer, bf16={args.bf16}, gradient_checkpointing="
             f"{args.gradient_checkpointing}, torch threads {torch.get_num_threads()}, deterministic algorithms "
             f"{torch.are_deterministic_algorithms_enabled()}; ours: resources.threads {cfg.resources.threads}"
+            + f", per_device_train_batch_size {args.per_device_train_batch_size} x gradient_accumulation_steps "
+            f"{args.gradient_accumulation_steps}, schedule.micro_batch_tokens {cfg.schedule.micro_batch_tokens}"
             + (" (peer alone: ours not stepped)" if alone else "")
         )
         times = {"ours": [], "trl": []}
@@ -148,14 +167,14 @@ def main() -> None:
         check_same_prompt(peer, ours.policy, examples[0].prompt)
         peer.train()
 
-    trl_s = statistics.median(times["trl"][WARMUP:])
+    trl_s = statistics.median(times["trl"][warmup:])
     if alone:
-        print(f"steps timed: {len(times['trl']) - WARMUP}; median s/step TRL alone {trl_s:.4f}")
+        print(f"steps timed: {len(times['trl']) - warmup}; median s/step TRL alone {trl_s:.4f}")
         print(json.dumps({"bench": "rl_step_vs_trl", "peer_alone": trl_s, "unit": "s/step"}))
         return
-    ours_s = statistics.median(times["ours"][WARMUP:])
+    ours_s = statistics.median(times["ours"][warmup:])
     peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    print(f"steps timed: {len(times['ours']) - WARMUP} each; median s/step ours {ours_s:.4f}, TRL {trl_s:.4f}")
+    print(f"steps timed: {len(times['ours']) - warmup} each; median s/step ours {ours_s:.4f}, TRL {trl_s:.4f}")
     print(f"peak RSS of the process (both trainers): {peak_gb:.2f} GB", file=sys.stderr)
     print(
         json.dumps(

@@ -24,6 +24,23 @@ class WallTimeExceeded(Exception):
     """The run went past the deadline set for its thread (a failure, not a cancel)."""
 
 
+class Interrupted(Exception):
+    """The process that trains is shutting down (the embedded server was stopped): not the run's doing, so the
+    run goes back to the queue rather than to a final state."""
+
+
+_process_stopping = threading.Event()
+
+
+def interrupt_process() -> None:
+    """From now on, checkpoint() on every thread of this process raises Interrupted."""
+    _process_stopping.set()
+
+
+def process_interrupted() -> bool:
+    return _process_stopping.is_set()
+
+
 def set_deadline(deadline: float | None) -> None:
     """From now on, checkpoint() on this thread raises WallTimeExceeded once time.monotonic() passes
     `deadline` (None: no deadline). For an executor that cannot be interrupted by a signal (a thread)."""
@@ -54,6 +71,8 @@ def for_another_thread(should_stop: Callable[[], bool]) -> Callable[[], None]:
 
 
 def checkpoint() -> None:
+    if _process_stopping.is_set():
+        raise Interrupted()
     deadline = getattr(_local, "deadline", None)
     if deadline is not None and time.monotonic() > deadline:
         raise WallTimeExceeded()

@@ -125,7 +125,15 @@ def page(chromium, stack, tmp_path):
 @pytest.fixture
 def embedded(tmp_path):
     """daphne in the embedded mode on a fresh SQLite file, with the user erin: (its URL, tmp_path)."""
-    from tests.support.live import ROOT, free_port
+    env = embedded_env(tmp_path)
+    server, url = serve_embedded(tmp_path, env)
+    yield url, tmp_path
+    stop_embedded(server, tmp_path)
+
+
+def embedded_env(tmp_path) -> dict[str, str]:
+    """The environment of the embedded mode over tmp_path's SQLite file and storage, migrated, with the user erin."""
+    from tests.support.live import ROOT
 
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "SECRET_KEY")}
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
@@ -133,8 +141,15 @@ def embedded(tmp_path):
     manage = [sys.executable, "manage.py"]
     subprocess.run([*manage, "migrate", "-v0"], cwd=ROOT, env=env, check=True)
     subprocess.run([*manage, "demo_user", "--username", "erin", "--password", "erin"], cwd=ROOT, env=env, check=True)
+    return env
+
+
+def serve_embedded(tmp_path, env) -> tuple[subprocess.Popen, str]:
+    """daphne serving the embedded platform (its log appended to tmp_path/daphne.log), once it answers: (it, URL)."""
+    from tests.support.live import ROOT, free_port
+
     port = free_port()
-    log = open(tmp_path / "daphne.log", "wb")
+    log = open(tmp_path / "daphne.log", "ab")
     command = [sys.executable, "-m", "daphne", "-p", str(port), "rolloutlab.asgi:application"]
     server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
@@ -145,9 +160,13 @@ def embedded(tmp_path):
             break
         except OSError:
             time.sleep(0.2)
-    yield url, tmp_path
+    return server, url
+
+
+def stop_embedded(server: subprocess.Popen, tmp_path, timeout: float = 15) -> None:
+    """SIGTERM, as Ctrl-C or a service manager stops it; it must exit within `timeout` s and have logged no 500."""
     os.killpg(server.pid, signal.SIGTERM)
-    server.wait(timeout=15)
+    server.wait(timeout=timeout)
     text = (tmp_path / "daphne.log").read_text(errors="replace")
     assert "Internal Server Error" not in text, text[-3000:]
 

@@ -60,6 +60,7 @@ ADDED_KNOBS: dict[str, dict[str, object]] = {
         "lora_target_modules": "all-linear",
         "attn_implementation": "sdpa",
         "gradient_checkpointing": False,
+        "autocast": "none",
     },
     "task": {"verifier": "numeric", "answer_position": "last", "extraction": "strict"},
     "schedule": {"micro_batch_tokens": 0},

@@ -110,6 +110,14 @@ class _PretrainedKnobs(_ModelKnobs):
         "sdpa",
         description="Attention kernel: sdpa (torch's scaled_dot_product_attention) or eager (plain matmuls).",
     )
+    autocast: Literal["none", "bfloat16"] = Field(
+        "none",
+        description="Mixed precision: 'bfloat16' runs every forward of the policy (sampling, evaluation, the update, "
+        "the KL reference) under torch.autocast, its matrix products in bf16 while the weights, the optimizer and the "
+        "log-softmax stay in dtype. Pays where the hardware has bf16 kernels (CUDA GPUs; CPUs with AMX or "
+        "AVX512-BF16) and costs elsewhere. The sampler's log-probabilities then differ from the learner's forward by "
+        "rounding, so objective.old_logprobs 'auto' recomputes pi_old with the learner.",
+    )
 
 
 class PretrainedModel(_PretrainedKnobs):

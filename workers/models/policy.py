@@ -7,6 +7,7 @@ ids = policy.encode_prompt("12+34=")      # the question as the model reads it (
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 from dataclasses import dataclass
@@ -37,6 +38,11 @@ class Policy:
     pad_id: int
     source: str  # "tiny@<cache key>" or the directory it was loaded from
     prompts: Prompts
+    autocast: torch.dtype | None = None  # model.autocast: the dtype of the forwards' matrix products, None = dtype
+
+    def computing(self) -> contextlib.AbstractContextManager:
+        """The context every forward of the policy runs in: torch.autocast under model.autocast, else nothing."""
+        return autocast_context(self.device, self.autocast)
 
     @property
     def device(self) -> torch.device:
@@ -79,6 +85,11 @@ class Policy:
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
+def autocast_context(device: torch.device, dtype: torch.dtype | None) -> contextlib.AbstractContextManager:
+    """torch.autocast on the device's type with `dtype`, or a context that changes nothing when it is None."""
+    return torch.autocast(device.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
+
+
 def preload() -> None:
     """Import what loading a policy imports lazily (transformers' model classes: seconds of imports).
 
@@ -106,6 +117,7 @@ def load_policy(cfg, task, device: torch.device) -> Policy:
     else:
         policy = pretrained_policy(cfg, model_directory(cfg.model.name), instruction)
     policy.model.to(device=device, dtype=DTYPES[cfg.model.dtype])
+    policy.autocast = DTYPES.get(getattr(cfg.model, "autocast", "none"))
     disable_dropout(policy.model)
     if getattr(cfg.model, "gradient_checkpointing", False):
         # non-reentrant: the adapters' gradients flow although the frozen embeddings' outputs need none

@@ -43,14 +43,15 @@ class HFBackend:
         was_training = model.training
         if was_training:  # a mode switch walks every module; the model is most often in eval() already
             model.eval()
-        if prefixes is None or not any(prefixes):
-            state = self.prefill_groups(prompts, sizes)
-            prefixes = None
-        else:
-            state = self.prefill_rows(prompts, sizes, prefixes)
-        done = len_of(prefixes, int(sizes.sum()))  # (N,) completion tokens each row already has
-        budget = limits.repeat_interleave(sizes) - done  # (N,) tokens each row may still add
-        new = self.decode(state, budget.to(state.logits.device), params, generator, stop)
+        with self.policy.computing():  # model.autocast
+            if prefixes is None or not any(prefixes):
+                state = self.prefill_groups(prompts, sizes)
+                prefixes = None
+            else:
+                state = self.prefill_rows(prompts, sizes, prefixes)
+            done = len_of(prefixes, int(sizes.sum()))  # (N,) completion tokens each row already has
+            budget = limits.repeat_interleave(sizes) - done  # (N,) tokens each row may still add
+            new = self.decode(state, budget.to(state.logits.device), params, generator, stop)
         if was_training:
             model.train()
         return new if prefixes is None else prepend(prefixes, new, self.policy.pad_id)

@@ -10,11 +10,13 @@ through this one path, so their numbers agree to the last bit.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 
+from workers.models.policy import autocast_context
 from workers.pipeline.batch import RolloutBatch
 from workers.rollout.hf import left_pad
 from workers.training.packing import length_buckets
@@ -35,9 +37,16 @@ def token_entropy(logp_all: torch.Tensor) -> torch.Tensor:
 
 class Forwards:
     def __init__(
-        self, device: torch.device, pad_id: int, temperature: float, length_buckets: int, one_forward: bool = False
+        self,
+        device: torch.device,
+        pad_id: int,
+        temperature: float,
+        length_buckets: int,
+        one_forward: bool = False,
+        autocast: torch.dtype | None = None,
     ):
         self.device, self.pad_id = device, pad_id
+        self.autocast = autocast  # model.autocast: the networks run under torch.autocast of this dtype (None: off)
         self.temperature = temperature  # the sampling temperature: log-probabilities are those the sampler drew from
         self.length_buckets = length_buckets  # schedule.length_buckets: 1 forwards every row at full width
         # model.gradient_checkpointing: a checkpointed network keeps no cache in training mode, so the prompt is
@@ -118,9 +127,20 @@ class Forwards:
         completion = pick(inputs["completion"])[:, :length]
         length, span = completion.shape[1], width + completion.shape[1]
         attention, positions = inputs["attention_mask"][:, :span], inputs["position_ids"][:, :span]
-        if self.one_forward:
-            logits = self.one_forward_logits(model, inputs, pick, completion, pick(attention), pick(positions))
-            return self.scored(logits, completion, chunk, with_entropy, record)
+        with self.computing():
+            if self.one_forward:
+                logits = self.one_forward_logits(model, inputs, pick, completion, pick(attention), pick(positions))
+            else:
+                logits = self.shared_prompt_logits(model, inputs, pick, completion, attention, positions)
+        return self.scored(logits, completion, chunk, with_entropy, record)
+
+    def computing(self) -> contextlib.AbstractContextManager:
+        return autocast_context(self.device, self.autocast)
+
+    def shared_prompt_logits(self, model, inputs, pick, completion, attention, positions) -> torch.Tensor:
+        """(B, T, V): the chunk's distinct prompts forwarded once, then each row's completion (but its last token)
+        attending to its prompt's cached keys and values."""
+        width, length = inputs["prompt_ids"].shape[1], completion.shape[1]
         used, owner = torch.unique(pick(inputs["prompt_of"]), return_inverse=True)  # (P,), (B,)
         prompt_mask = inputs["prompt_mask"][used]  # (P, L)
         prefix = model(
@@ -142,8 +162,7 @@ class Forwards:
                 use_cache=True,
             ).logits  # (B, T-1, V): completion position t predicts token t+1
             logits = torch.cat([logits, rest], dim=1)  # (B, T, V)
-        logits = logits[:, :length]  # (B, T, V) when T is 0 too: rows with no completion token have nothing to score
-        return self.scored(logits, completion, chunk, with_entropy, record)
+        return logits[:, :length]  # (B, T, V) when T is 0 too: rows with no completion token have nothing to score
 
     def one_forward_logits(self, model, inputs, pick, completion, attention, positions) -> torch.Tensor:
         """(B, T, V): each row's prompt and completion (but its last token) in one forward, the logits kept only

@@ -39,10 +39,12 @@ def declared_needs(cfg) -> set[str]:
 
 
 def recomputes_old_logprobs(cfg) -> bool:
-    """objective.old_logprobs, with auto resolved: recompute unless a float32 policy samples itself (`hf`)."""
+    """objective.old_logprobs, with auto resolved: recompute unless a float32 policy samples itself (`hf`) without
+    autocast (bf16 rounding makes the sampler's and the learner's forwards disagree)."""
     choice = cfg.objective.old_logprobs
     if choice == "auto":  # rollout actors sample from copies, whose log-probabilities show whether the sync worked
-        return cfg.model.dtype != "float32" or cfg.rollout.backend != "hf" or cfg.resources.executor != "local"
+        full_precision = cfg.model.dtype == "float32" and getattr(cfg.model, "autocast", "none") == "none"
+        return not full_precision or cfg.rollout.backend != "hf" or cfg.resources.executor != "local"
     return choice == "recompute"
 
 

@@ -98,6 +98,7 @@ class Trainer:
             cfg.rollout.temperature,
             cfg.schedule.length_buckets,
             one_forward=getattr(cfg.model, "gradient_checkpointing", False),
+            autocast=self.policy.autocast,
         )
         self.inspector = Inspector(cfg.schedule.samples_per_step, forwards, self.policy)
         self.collector = Collector(cfg, self.task, rewards, self.state, reporter)

@@ -7,14 +7,19 @@ loads the executor through its dotted path when the first run is handed over.
 Each run is bounded by its wall time W (limits.wall_time_s): its Celery task gets a soft
 time limit of W + grace, which the worker turns into a failed run, and a hard one of
 W + 2 x grace, which kills the worker's child; the embedded thread stops at W itself.
+
+Stopping the embedded server (Ctrl-C, SIGTERM) stops its run at the trainer's next stop check and puts it back in
+the queue; the next start sends every queued run to its thread again, and the run resumes from its last checkpoint.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
+import threading
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from queue import SimpleQueue
 
 from django.conf import settings
 from django.db import connection
@@ -24,11 +29,12 @@ from django.utils.module_loading import import_string
 from rolloutlab.celery import app
 from rolloutlab.execution.limits import wall_time_s
 from rolloutlab.runs.models import Run, State
+from workers import stopping
 
 EXECUTE_TASK = "runs.execute_run"  # rolloutlab.execution.tasks.execute_run
 EMBEDDED_EXECUTE = "rolloutlab.execution.executor.execute"
 
-_embedded_pool: ThreadPoolExecutor | None = None
+EMBEDDED_STOP_WAIT_S = 120  # how long a stopping server waits for its run to reach a stop check
 
 
 def submit(run_id: int) -> None:
@@ -48,24 +54,69 @@ def submit(run_id: int) -> None:
             Run.objects.filter(id=run_id, celery_task_id=task_id).update(celery_task_id="")
             raise
         return
-    global _embedded_pool
-    if _embedded_pool is None:
-        _embedded_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedded-run")
-    _embedded_pool.submit(_execute_in_thread, run_id, seconds)
+    EmbeddedRunner.get().submit(run_id, seconds)
 
 
-def _execute_in_thread(run_id: int, seconds: int) -> None:
-    try:
-        import_string(EMBEDDED_EXECUTE)(run_id, wall_time_s=seconds)
-    finally:
-        connection.close()
+class EmbeddedRunner:
+    """The embedded mode's one run thread: runs execute in the order they were sent, one at a time.
+
+    A daemon thread, so the interpreter's exit does not wait for a run of an hour to end; an atexit hook (which runs
+    once daphne has stopped serving) interrupts the run at its next stop check instead, and waits for it to go back
+    to the queue (rolloutlab.execution.executor)."""
+
+    _instance: EmbeddedRunner | None = None
+    _lock = threading.Lock()
+
+    def __init__(self):
+        self.waiting: SimpleQueue[tuple[int, int] | None] = SimpleQueue()
+        self.sent: set[int] = set()  # the runs this process has sent to the thread
+        self.thread = threading.Thread(target=self.loop, name="embedded-run", daemon=True)
+        self.thread.start()
+        atexit.register(self.stop)
+
+    @classmethod
+    def get(cls) -> EmbeddedRunner:
+        with cls._lock:
+            if cls._instance is None:
+                cls._instance = cls()
+            return cls._instance
+
+    def submit(self, run_id: int, seconds: int) -> None:
+        self.sent.add(run_id)
+        self.waiting.put((run_id, seconds))
+
+    def loop(self) -> None:
+        while (item := self.waiting.get()) is not None and not stopping.process_interrupted():
+            run_id, seconds = item
+            try:
+                import_string(EMBEDDED_EXECUTE)(run_id, wall_time_s=seconds)
+            finally:
+                connection.close()
+
+    def stop(self, wait_s: float = EMBEDDED_STOP_WAIT_S) -> None:
+        """The server is going away: the running run stops at its next stop check, back to the queue."""
+        stopping.interrupt_process()
+        self.waiting.put(None)
+        self.thread.join(wait_s)
+
+
+def resubmit_embedded(older_than_s: float) -> list[int]:
+    """The queued runs this embedded process has not sent to its thread (those queued when an earlier server was
+    stopped, the one it was running among them): send them, oldest first."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_s)
+    queued = Run.objects.filter(state=State.QUEUED, created_at__lt=cutoff).order_by("id")
+    runner = EmbeddedRunner.get() if queued.exists() else EmbeddedRunner._instance
+    unsent = [run_id for run_id in queued.values_list("id", flat=True)[:100] if not runner or run_id not in runner.sent]
+    for run_id in unsent:
+        submit(run_id)
+    return unsent
 
 
 def resend_unsent(older_than_s: float = 30) -> list[int]:
     """Queued runs whose wake-up never reached the broker (it went away between the launch's check
     and its commit): send it again. The database says which runs exist; the broker only wakes workers."""
     if settings.RUN_EXECUTOR != "celery":
-        return []
+        return resubmit_embedded(older_than_s)
     cutoff = timezone.now() - timedelta(seconds=older_than_s)
     unsent = Run.objects.filter(state=State.QUEUED, celery_task_id="", created_at__lt=cutoff)
     ids = list(unsent.values_list("id", flat=True)[:100])

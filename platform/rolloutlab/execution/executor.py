@@ -40,7 +40,8 @@ log = logging.getLogger(__name__)
 
 def execute(run_id: int, wall_time_s: int | None = None, token: str | None = None) -> str:
     """Train one run to a final state; returns that state, 'skipped' if this worker may not claim it (not queued,
-    or `token`, the Celery task's id, is not its latest wake-up), or 'fenced' if a newer attempt took it over.
+    or `token`, the Celery task's id, is not its latest wake-up), 'fenced' if a newer attempt took it over, or
+    'queued' if this process stopped it on its way out (workers.stopping.Interrupted).
 
     wall_time_s: a deadline for this thread (the embedded executor's); a Celery task has its time limits."""
     close_old_connections()
@@ -61,8 +62,12 @@ def execute(run_id: int, wall_time_s: int | None = None, token: str | None = Non
     if note:
         reporter.log(note)
     stopping.set_deadline(time.monotonic() + wall_time_s if wall_time_s else None)
+    interrupted = False
     try:
         train(cfg, artifacts, reporter, point)
+    except stopping.Interrupted:  # the server is stopping: the run waits in the queue for the next start
+        reporter.write_buffered()
+        interrupted = lifecycle.interrupted(run_id, attempt)
     except Exception as exc:  # noqa: BLE001 - whatever went wrong, the run must end failed, with the trace
         # The limit may have struck mid-query: that connection is unusable, and the error its
         # cleanup raised hides the time limit, which is still in the exception's context.
@@ -80,6 +85,8 @@ def execute(run_id: int, wall_time_s: int | None = None, token: str | None = Non
         reporter.close()
     if lease.lost:  # its attempt was closed by whoever took the run over, and the run is not done
         return "fenced"
+    if interrupted:  # not ended: it goes on at the next start
+        return State.QUEUED
     announce_end(run_id)
     final = Run.objects.filter(id=run_id).values_list("state", flat=True).first()
     if final == State.SUCCEEDED:  # a finished run is never resumed: its checkpoint would only take disk

@@ -140,6 +140,20 @@ def lost_worker(run_id: int, deadline, cause: str) -> str | None:
     return to_state
 
 
+def interrupted(run_id: int, attempt: int) -> bool:
+    """A run whose process stopped it on the way out (the embedded server stopped): back to the queue, to resume
+    from its last checkpoint when a process executes it again. Its wall time goes on counting across the attempts,
+    as after a lost worker; nothing is sent, the next start sends what is queued (dispatch.resubmit_embedded)."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(id=run_id)
+        if run.state != State.RUNNING or run.attempt != attempt:
+            return False
+        cause = f"the server stopped at step {run.step}; it resumes from its last checkpoint when the server starts"
+        move(run, State.QUEUED, cause, {"requeues": run.requeues + 1})
+    notify(run_id, {"kind": "state", "state": State.QUEUED, "detail": cause, "step": run.step})
+    return True
+
+
 def seconds_trained(run: Run) -> float:
     """The seconds the run's attempts since its launch or last resume have held a worker, the running one included:
     a re-queue gives the run another worker, never more wall time (resources.wall_time_s bounds them together)."""

@@ -133,7 +133,7 @@ def test_switching_the_task_model_and_executor_sends_only_their_kinds_knobs(alic
     assert set(config["task"]) == {"name", "path", "eval_path", "question_field", "answer_field", "verifier",
                                    "answer_position", "extraction"}  # fmt: skip
     pretrained = {"lora_rank": 0, "lora_alpha": 32.0, "lora_target_modules": "all-linear"}
-    pretrained |= {"attn_implementation": "sdpa", "gradient_checkpointing": False}
+    pretrained |= {"attn_implementation": "sdpa", "gradient_checkpointing": False, "autocast": "none"}
     assert config["model"] == {"name": str((tmp_path / "m").resolve()), "dtype": "float32", **pretrained}
     assert config["resources"]["executor"] == "ray" and config["resources"]["rollout_actors"] == 3
 

@@ -14,6 +14,7 @@ import torch
 
 from tests.configs import small_config
 from tests.support.chat_models import save_chat_llama
+from workers import repro
 from workers.errors import ConfigError
 from workers.models import check_model_source
 from workers.models.adapters import WithoutAdapters
@@ -165,6 +166,31 @@ def test_a_lora_run_resumed_from_its_checkpoint_reports_what_the_undisturbed_run
     assert (final / "adapter_model.safetensors").is_file() and not (final / "model.safetensors").exists()
 
 
+def test_a_lora_runs_bundle_reruns_to_the_identical_stream_and_records_its_base_weights(tmp_path, chat_model):
+    # Verify for a LoRA run: the bundle's config reruns on the same base model, bit for bit on CPU, and the audit
+    # record's weights hash covers the base and the adapters as the run's seed initialized them
+    import yaml
+
+    from tests.offline.engine.test_cli import cli
+    from workers.bundle import read_bundle
+
+    config = chat_config(chat_model, model={"lora_rank": 4}, objective={"kl_coef": 0.05}, schedule={"steps": 3})
+    (tmp_path / "lora.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json")))
+    first = cli("run", str(tmp_path / "lora.yaml"), "--out", str(tmp_path / "run"), "--no-progress")
+    assert first.returncode == 0, first.stderr
+    bundled = cli("bundle", str(tmp_path / "run"), "--out", str(tmp_path / "run.zip"))
+    assert bundled.returncode == 0, bundled.stderr
+    record = read_bundle(tmp_path / "run.zip").record
+    repro.seed_everything(config.seed)  # as the trainer does before it loads the model and adds the adapters
+    assert record["initial_weights_sha256"] == policy_of(config).weights_fingerprint()
+    assert record["initial_weights_sha256"] != policy_of(chat_config(chat_model)).weights_fingerprint()
+    assert record["model_source"] == str(chat_model.resolve())
+    again = cli("run", "--from-bundle", str(tmp_path / "run.zip"), "--out", str(tmp_path / "again"), "--no-progress")
+    assert again.returncode == 0, again.stderr
+    verdict = cli("compare-runs", str(tmp_path / "run"), str(tmp_path / "again"))
+    assert verdict.returncode == 0 and verdict.stdout.startswith("identical"), verdict.stdout
+
+
 def test_a_lora_run_checkpointed_in_token_bounded_micro_batches_trains_as_the_plain_run(chat_model):
     def first_step(**knobs):
         cfg = chat_config(chat_model, model={"lora_rank": 4, **knobs.pop("model", {})}, schedule={"steps": 1, **knobs},
@@ -181,6 +207,35 @@ def test_a_lora_run_checkpointed_in_token_bounded_micro_batches_trains_as_the_pl
     assert lean["completions/mean_length"] == plain["completions/mean_length"]  # the same samples
     for name in ("policy/loss", "optim/grad_norm", "policy/kl_ref"):
         assert lean[name] == pytest.approx(plain[name], rel=1e-4, abs=1e-6), name
+
+
+def test_bf16_autocast_rounds_every_forward_and_makes_the_learner_recompute_pi_old(chat_model):
+    # in float32 the sampler's cached decoding and the learner's forward agree to rounding noise; under autocast
+    # their bf16 products differ by more, which is why 'auto' recomputes pi_old with the learner
+    def first_step(**sections):
+        cfg = chat_config(chat_model, schedule={"steps": 1}, eval={"every": 0}, **sections)
+        reporter = MemoryReporter()
+        trainer = Trainer(cfg, reporter)
+        assert trainer.run() == "succeeded"
+        (row,) = [r for r in reporter.metric_rows if "policy/loss" in r]
+        return trainer, row
+
+    exact, plain = first_step(objective={"old_logprobs": "recompute"})
+    trainer, mixed = first_step(model={"autocast": "bfloat16"})
+    assert exact.policy.autocast is None and trainer.policy.autocast is torch.bfloat16
+    assert trainer.learner.recompute_old_logprobs and trainer.learner.forwards.autocast is torch.bfloat16
+    # a random model's logits are small, so bf16's disagreement is small too, but hundreds of times float32's
+    # (here about 5e-8 against 1.5e-5)
+    assert plain["policy/sampler_logprob_diff"] < 1e-6
+    assert 100 * plain["policy/sampler_logprob_diff"] < mixed["policy/sampler_logprob_diff"] < 0.5
+    ids = torch.tensor([trainer.policy.encode_prompt(QUESTION)])
+    for context in (trainer.policy.computing(), trainer.learner.forwards.computing()):  # the sampler's, the update's
+        with context:
+            assert trainer.policy.model(input_ids=ids).logits.dtype == torch.bfloat16
+    assert exact.policy.model(input_ids=ids).logits.dtype == torch.float32
+    assert next(trainer.policy.model.parameters()).dtype == torch.float32  # the weights keep model.dtype
+    with pytest.raises(ConfigError, match="model.autocast: not a knob of model 'tiny'"):
+        small_config(model={"autocast": "bfloat16"})
 
 
 @pytest.mark.parametrize(
@@ -222,6 +277,8 @@ def test_the_prompt_section_and_the_pretrained_knobs_at_their_defaults_leave_eve
     assert "lora_rank" not in json.loads(pretrained.canonical_json())["model"]
     assert chat_config(chat_model, model={"lora_rank": 8}).config_hash() != pretrained.config_hash()
     assert "gradient_checkpointing" not in json.loads(pretrained.canonical_json())["model"]
+    assert "autocast" not in json.loads(pretrained.canonical_json())["model"]
+    assert chat_config(chat_model, model={"autocast": "bfloat16"}).config_hash() != pretrained.config_hash()
     assert "micro_batch_tokens" not in json.loads(cfg.canonical_json())["schedule"]
     lean = chat_config(chat_model, model={"gradient_checkpointing": True}, schedule={"micro_batch_tokens": 512})
     assert lean.config_hash() != pretrained.config_hash()

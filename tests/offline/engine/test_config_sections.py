@@ -22,7 +22,7 @@ def test_a_section_holds_the_knobs_of_its_kind_only():
                               "answer_position": "last", "extraction": "strict"}  # fmt: skip
     assert stored["model"] == {"name": "/d/m", "dtype": "float32", "lora_rank": 0, "lora_alpha": 32.0,
                                "lora_target_modules": "all-linear", "attn_implementation": "sdpa",
-                               "gradient_checkpointing": False}  # fmt: skip
+                               "gradient_checkpointing": False, "autocast": "none"}  # fmt: skip
     assert set(stored["resources"]) == {"executor", "device", "threads", "gpus", "wall_time_s"}
     ray = resolve({"resources": {"executor": "ray", "rollout_actors": 3}}).resources
     assert ray.rollout_actors == 3 and ray.nodes == 1
@@ -95,7 +95,7 @@ def test_an_override_that_changes_a_kind_takes_none_of_the_file_knobs_of_that_se
     cfg = load_config(path, ["model.name=/d/m", "task.name=jsonl", "task.path=/d/x.jsonl"])
     assert cfg.model.model_dump() == {"name": "/d/m", "dtype": "float32", "lora_rank": 0, "lora_alpha": 32.0,
                                       "lora_target_modules": "all-linear", "attn_implementation": "sdpa",
-                                      "gradient_checkpointing": False}  # fmt: skip
+                                      "gradient_checkpointing": False, "autocast": "none"}  # fmt: skip
     assert cfg.task.name == "jsonl" and cfg.task.path == "/d/x.jsonl"
     assert load_config(path, ["task.operands=4"]).task.shortcut_share == 0.3  # the same kind keeps them
 
@@ -106,6 +106,7 @@ def test_the_schema_lists_each_kind_of_the_switched_sections_with_its_knobs():
     assert schema["x-switches"]["model"]["other"] == "pretrained"
     pretrained = [
         "attn_implementation",
+        "autocast",
         "dtype",
         "gradient_checkpointing",
         "lora_alpha",

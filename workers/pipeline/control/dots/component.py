@@ -73,9 +73,12 @@ class DifficultyTargetedSelection(Controller):
             input_ids[i, : len(p)], attention[i, : len(p)] = torch.tensor(p), 1
         was_training = policy.model.training
         policy.model.eval()
-        out = policy.model(
-            input_ids=input_ids.to(policy.device), attention_mask=attention.to(policy.device), output_hidden_states=True
-        )
+        with policy.computing():
+            out = policy.model(
+                input_ids=input_ids.to(policy.device),
+                attention_mask=attention.to(policy.device),
+                output_hidden_states=True,
+            )
         policy.model.train(was_training)
         hidden, mask = out.hidden_states[-1].float(), attention.to(policy.device)[..., None].float()
         return ((hidden * mask).sum(1) / mask.sum(1)).cpu()

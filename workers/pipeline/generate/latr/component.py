@@ -143,9 +143,10 @@ class LookaheadTreeRollouts(GenerateStage):
         """(R, V) log pi(next token | row) at the sampling temperature."""
         input_ids, attention = left_pad(rows, ctx.policy.pad_id, ctx.policy.device)
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        logits = ctx.policy.model(
-            input_ids=input_ids, attention_mask=attention, position_ids=positions, logits_to_keep=1
-        ).logits[:, -1]
+        with ctx.policy.computing():
+            logits = ctx.policy.model(
+                input_ids=input_ids, attention_mask=attention, position_ids=positions, logits_to_keep=1
+            ).logits[:, -1]
         return torch.log_softmax(logits.float() / ctx.temperature, dim=-1)
 
     @staticmethod
