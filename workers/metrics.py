@@ -97,6 +97,14 @@ ADVANTAGE_MEAN = "advantage/mean"  # over the samples in the loss
 ADVANTAGE_ABS_MEAN = "advantage/abs_mean"
 ADVANTAGE_LEFT_OUT = "pipeline/advantage/left_out"  # samples the advantage stage left out of the loss
 
+# multi-turn episodes (workers/environments): what the environment saw of a step's episodes
+EPISODE_SUCCESS = "episodes/success"  # share of episodes the environment says were solved
+EPISODE_TURNS = "episodes/turns_mean"  # policy turns per episode
+EPISODE_WELL_FORMED = "episodes/well_formed_turns"  # share of turns in the environment's format
+EPISODE_TRUNCATED = "episodes/truncated"  # share cut by a token limit
+EPISODE_POLICY_TOKENS = "episodes/policy_tokens_mean"  # the policy's tokens per episode (all turns)
+EPISODE_OBSERVATION_TOKENS = "episodes/observation_tokens_mean"  # the environment's tokens per episode
+
 # held-out evaluation (workers/training/evaluation.py)
 PASS_AT_1 = "eval/pass@1"  # greedy
 PASS_AT_K = "eval/pass@k"  # unbiased estimator from eval.samples

@@ -65,4 +65,4 @@ ADDED_KNOBS: dict[str, dict[str, object]] = {
     "task": {"verifier": "numeric", "answer_position": "last", "extraction": "strict"},
     "schedule": {"micro_batch_tokens": 0},
 }
-ADDED_SECTIONS = {"prompt"}  # hashed only when a knob of theirs is set
+ADDED_SECTIONS = {"prompt", "environment"}  # hashed only when a knob of theirs is set

@@ -155,6 +155,16 @@ TASK_KINDS = {name: _component_knobs("task", TASKS, name) for name in TASKS.name
 TaskConfig = Annotated[Union[tuple(TASK_KINDS.values())], Field(discriminator="name")]  # noqa: UP007
 
 
+def _environment_kinds() -> dict[str, type[Section]]:
+    from workers.environments import ENVIRONMENTS
+
+    return {name: _component_knobs("environment", ENVIRONMENTS, name) for name in ENVIRONMENTS.names()}
+
+
+ENVIRONMENT_KINDS = _environment_kinds()  # environment name -> its knob model
+EnvironmentConfig = Annotated[Union[tuple(ENVIRONMENT_KINDS.values())], Field(discriminator="name")]  # noqa: UP007
+
+
 class RewardConfig(Section):
     weights: dict[Annotated[str, Field(max_length=64)], Annotated[float, Field(ge=-1e6, le=1e6)]] = Field(
         default_factory=lambda: {"correct": 1.0},
@@ -474,11 +484,13 @@ class Switch:
 SWITCHED_SECTIONS = {
     "model": Switch("name", "tiny", other="pretrained"),
     "task": Switch("name", "arith"),
+    "environment": Switch("name", "none"),
     **{stage: Switch("name", default) for stage, default in STAGE_DEFAULTS.items()},
     "resources": Switch("executor", "local"),
 }
 # section -> kind -> its knob model
-SECTION_KINDS = {"model": MODEL_KINDS, "task": TASK_KINDS, **STAGE_KNOBS, "resources": RESOURCES_KINDS}
+SECTION_KINDS = {"model": MODEL_KINDS, "task": TASK_KINDS, "environment": ENVIRONMENT_KINDS, **STAGE_KNOBS,
+                 "resources": RESOURCES_KINDS}  # fmt: skip
 
 
 def kind_of(section: str, given: dict) -> str:
@@ -518,6 +530,10 @@ class RunConfig(Section):
     )
     prompt: PromptConfig = Field(
         default_factory=PromptConfig, description="How a question becomes the model's prompt: chat template or plain."
+    )
+    environment: EnvironmentConfig = Field(
+        default_factory=_default("environment"),
+        description="What answers the policy's turns in a multi-turn episode (a tool, a puzzle); 'none': one turn.",
     )
     reward: RewardConfig = Field(default_factory=RewardConfig, description="The reward functions and their weights.")
     rollout: RolloutConfig = Field(

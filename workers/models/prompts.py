@@ -92,6 +92,25 @@ class Prompts:
         messages = chat_messages(self.system, self.template, self.instruction, question)
         return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 
+    def observation_ids(self, observation: str, turn_closed: bool) -> list[int]:
+        """The token ids of an environment's answer to the policy's turn, as the model reads it before its next turn.
+
+        Plain prompts: the text as it is. Chat prompts: a user message in the template, and the assistant's header
+        after it, as the template writes them after an assistant message; `turn_closed` says whether the policy's
+        turn already ended with the end-of-turn token (else it was cut at a stop string and the template's end of
+        the assistant message comes first)."""
+        if not self.chat:
+            return self.tokenizer(observation, add_special_tokens=False)["input_ids"]
+        before = [{"role": "user", "content": "q"}, {"role": "assistant", "content": END_MARKER}]
+        after = [*before, {"role": "user", "content": observation}]
+        text = self.tokenizer.apply_chat_template(after, add_generation_prompt=True, tokenize=False)
+        wrapped = text.rpartition(END_MARKER)[2]  # the assistant message's end, the observation, the next header
+        ids = self.tokenizer(wrapped, add_special_tokens=False)["input_ids"]
+        end_of_turn = self.end_of_turn_id()
+        if turn_closed and end_of_turn is not None and end_of_turn in ids:
+            ids = ids[ids.index(end_of_turn) + 1 :]
+        return ids
+
     def end_of_turn_id(self) -> int | None:
         """The token that ends the assistant's turn in the chat template (ChatML's <|im_end|>, Llama 3's <|eot_id|>):
         the first special token the template writes after an assistant message. None for plain prompts, or when

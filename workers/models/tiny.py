@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from workers import progress, stopping
+from workers.environments import build_environment
 from workers.models import cache_root
 from workers.models.shape import CHARSET, MAX_POSITIONS, SPECIALS
 
@@ -71,6 +72,8 @@ def cache_key(cfg, task) -> str:
         "versions": [torch.__version__, transformers.__version__],
         "threads": cfg.resources.threads,  # CPU float reductions may depend on it
     }
+    if cfg.environment.name != "none":  # its warm-up shows episodes (and keys made before environments hold)
+        shape["environment"] = cfg.environment.model_dump()
     return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:20]
 
 
@@ -109,6 +112,7 @@ def warm_start(model, tokenizer, task, cfg) -> None:
         return
     rng = np.random.default_rng(m.init_seed)
     torch.manual_seed(m.init_seed)
+    environment = build_environment(cfg, task)  # with one, some examples are shown as episodes
     optimizer = torch.optim.AdamW(model.parameters(), lr=m.warmup_lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min(1.0, (step + 1) / 20) * max(0.1, 1 - step / m.warmup_steps)
@@ -117,7 +121,10 @@ def warm_start(model, tokenizer, task, cfg) -> None:
     with progress.phase("warming up the model", total=m.warmup_steps, unit="steps") as warm_up:
         for _ in range(m.warmup_steps):
             stopping.checkpoint()
-            inputs, labels = sft_batch(tokenizer, task.warmup_pairs(m.warmup_batch_size, rng))
+            pairs = task.warmup_pairs(m.warmup_batch_size, rng)
+            if environment is not None:
+                pairs = environment.demonstrations(pairs, rng)
+            inputs, labels = sft_batch(tokenizer, pairs)
             loss = model(input_ids=inputs, labels=labels).loss
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -72,6 +72,13 @@ class RolloutBatch:
     # name -> (N, ...) per-row tensors a component attached to the rows it made (arrol's hidden state at its
     # check), so that whatever later joins, regroups or drops rows, each row's own value stays with it
     attached: dict[str, torch.Tensor] = field(default_factory=dict)
+    # multi-turn episodes (workers/environments): (N, T) bool, the completion tokens the policy wrote; the others
+    # are the environment's observations, attended by what follows but never in the loss. None: every completion
+    # token is the policy's (a single-turn rollout)
+    policy_tokens: torch.Tensor | None = None
+    # N: each row's episode (workers.environments.episodes.EpisodeRecord: its turns, their rewards and states);
+    # None for single-turn rollouts
+    episodes: list | None = None
 
     @property
     def decoded(self) -> float:
@@ -218,7 +225,16 @@ class RolloutBatch:
             answer_counts=pick(self.answer_counts),
             versions=pick(self.versions),
             attached={name: pick(values) for name, values in self.attached.items()},
+            policy_tokens=pick(self.policy_tokens),
+            episodes=None if self.episodes is None else [self.episodes[r] for r in rows.tolist()],
         )
+
+    def trained_tokens(self) -> torch.Tensor:
+        """(N, T): 1 on the completion tokens the policy wrote (all of them but a multi-turn episode's
+        observations), in mask's dtype."""
+        if self.policy_tokens is None:
+            return self.mask
+        return self.mask * self.policy_tokens.to(self.mask.device, self.mask.dtype)
 
     @staticmethod
     def concat(batches: list[RolloutBatch]) -> RolloutBatch:
@@ -264,6 +280,12 @@ class RolloutBatch:
             answer_counts=cat([b.answer_counts for b in batches]),
             versions=cat([b.versions for b in batches]),
             attached=joined_attachments(batches),
+            policy_tokens=(
+                None
+                if all(b.policy_tokens is None for b in batches)
+                else torch.cat([pad(b.trained_tokens().bool()) for b in batches])
+            ),
+            episodes=None if any(b.episodes is None for b in batches) else [e for b in batches for e in b.episodes],
         )
 
 

@@ -87,6 +87,9 @@ class StageContext:
     # the version of `policy` (RL steps it has been trained for): the trainer stamps it on every row generated;
     # the synchronous trainer samples at step - 1, the asynchronous one up to schedule.max_staleness older
     version: int = 0
+    # the environment that answers each turn of a multi-turn episode (workers/environments), with its knobs;
+    # None: a rollout is one completion
+    environment: object | None = None
 
 
 # The stage protocols stay typing.Protocol classes: a component inherits its stage's protocol explicitly

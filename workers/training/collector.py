@@ -15,6 +15,7 @@ import torch
 
 from workers import metrics as metric
 from workers import stopping
+from workers.environments import build_environment
 from workers.pipeline.batch import RolloutBatch
 from workers.pipeline.stages import StageContext
 from workers.reporting import Reporter
@@ -27,6 +28,7 @@ from workers.training.state import RunState
 class Collector:
     def __init__(self, cfg, task, rewards: dict, state: RunState, reporter: Reporter):
         self.cfg, self.task, self.rewards, self.state, self.reporter = cfg, task, rewards, state, reporter
+        self.environment = build_environment(cfg, task)
 
     def collect(self, step: int, policy, backend, version: int) -> Collected:
         """Step `step`'s batch, sampled by `policy` (of version `version`) through `backend`, and committed."""
@@ -81,6 +83,7 @@ class Collector:
             step=step,
             history=self.state.history,
             version=version,
+            environment=self.environment,
         )
 
     def sample_scored(self, ctx: StageContext, examples, budget) -> tuple[RolloutBatch, float, float]:
@@ -141,7 +144,11 @@ class Collector:
         return batch, generate_s, reward_s
 
     def score(self, batch: RolloutBatch) -> None:
-        """Run every reward function on every completion; the reward is their weighted sum."""
+        """Run every reward function on every completion; the reward is their weighted sum. An episode's reward is
+        its environment's (the sum of its turns' parts), and it is correct when the environment says solved."""
+        if batch.episodes is not None:
+            self.score_episodes(batch)
+            return
         lengths, truncated = batch.lengths.tolist(), batch.truncated.tolist()
         groups = batch.group_index.tolist()  # once, not once a row (batch.example_of builds the whole index)
         parts = {name: [] for name in self.rewards}
@@ -159,3 +166,17 @@ class Collector:
         batch.rewards = sum(weight * batch.reward_parts[name] for name, (weight, _) in self.rewards.items())
         batch.correct = torch.tensor(correct)
         batch.answers = answers
+
+    def score_episodes(self, batch: RolloutBatch) -> None:
+        groups = batch.group_index.tolist()
+        rewards = torch.tensor([episode.reward for episode in batch.episodes], dtype=torch.float32)
+        batch.reward_parts = {ENVIRONMENT_REWARD: rewards}
+        batch.rewards = rewards.clone()
+        batch.correct = torch.tensor([episode.solved for episode in batch.episodes])
+        batch.answers = [
+            None if episode.truncated else self.task.answer_key(batch.examples[groups[row]], episode.final_turn)
+            for row, episode in enumerate(batch.episodes)
+        ]
+
+
+ENVIRONMENT_REWARD = "environment"  # reward/environment/mean: an episode's reward, summed over its turns

@@ -17,6 +17,8 @@ import torch
 
 from workers import metrics as metric
 from workers import progress, repro, stopping
+from workers.environments import build_environment
+from workers.environments.episodes import Sampler, run_episodes
 from workers.rollout import SamplingParams
 
 
@@ -65,6 +67,7 @@ class Evaluator:
 
     def __init__(self, cfg, task, policy, backends, device: torch.device):
         self.cfg, self.task, self.policy, self.backends, self.device = cfg, task, policy, backends, device
+        self.environment = build_environment(cfg, task)  # with one, a completion is an episode's final turn
 
     @torch.no_grad()
     def __call__(self, step: int) -> dict[str, float]:
@@ -92,7 +95,16 @@ class Evaluator:
         for start in range(0, len(prompts), per_call):
             stopping.checkpoint()
             chunk = prompts[start : start + per_call]
-            out = backend.generate(chunk, n, params, generator)
-            texts += self.policy.decode_completions(out)
+            if self.environment is None:
+                texts += self.policy.decode_completions(backend.generate(chunk, n, params, generator))
+            else:
+                texts += self.final_turns(examples[start : start + per_call], chunk, n, params, generator, backend)
             evaluating.advance(len(chunk) * n)
         return texts
+
+    def final_turns(self, examples, prompts, n: int, params: SamplingParams, generator, backend) -> list[str]:
+        """Each episode's last turn (the answer the task's verifier reads), n episodes per example."""
+        sampler = Sampler(self.policy, backend, generator)
+        sizes, limits = [n] * len(prompts), [params.max_new_tokens] * len(prompts)
+        episodes = run_episodes(sampler, self.environment, examples, prompts, sizes, params, limits)
+        return [episode.final_turn for episode in episodes.records]

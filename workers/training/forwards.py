@@ -54,9 +54,11 @@ class Forwards:
         self.one_forward = one_forward
 
     def inputs(self, batch: RolloutBatch, rows: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The rows' prompts (left-padded, each distinct prompt once) and completions (right-padded), attending to
-        the `mask` (B, T) tokens.
+        """The rows' prompts (left-padded, each distinct prompt once) and completions (right-padded), every
+        completion token attended; `mask` (B, T), kept as inputs["mask"], says which of them the loss reads.
 
+        The two differ when a component keeps only some tokens in the loss (an advantage's token_mask): a token
+        left out of the loss is still in the context of the tokens after it, as it was when they were sampled.
         A group's rows share their prompt, so the prompts are kept once per group (P rows) and `prompt_of` (B,)
         says which one each row continues: `logprobs` runs the network over each prompt once, not once per row.
         """
@@ -64,8 +66,9 @@ class Forwards:
         groups, prompt_of = torch.unique(batch.group_index[rows.cpu()], return_inverse=True)  # (P,), (B,)
         prompt_ids, prompt_mask = left_pad([batch.prompt_ids[g] for g in groups.tolist()], self.pad_id, device)
         completion = batch.tokens[rows.to(batch.tokens.device)].to(device)  # (B, T)
+        attended = batch.mask[rows.to(batch.mask.device)].to(device)  # (B, T) every sampled token
         prompt_of = prompt_of.to(device)
-        attention = torch.cat([prompt_mask[prompt_of], mask.long()], dim=1)  # (B, L+T)
+        attention = torch.cat([prompt_mask[prompt_of], attended.long()], dim=1)  # (B, L+T)
         return {
             "prompt_ids": prompt_ids,  # (P, L)
             "prompt_mask": prompt_mask,  # (P, L)

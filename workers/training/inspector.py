@@ -193,4 +193,15 @@ class Inspector:
             "stages": dict(batch.notes[row]),
             "tokens": [self.policy.tokenizer.decode([i]) for i in ids],
             "logprobs": rounded(batch.logprobs[row, :length]),
+            **({"turns": episode_turns(batch.episodes[row])} if batch.episodes is not None else {}),
         }
+
+
+def episode_turns(episode) -> list[dict]:
+    """A multi-turn sample's turns for the inspector: where each turn's tokens and the observation after it are in
+    `tokens` ([start, end) the policy's, [end, observation_end) the environment's), its reward part and state."""
+    return [
+        {"start": t.start, "end": t.end, "observation_end": t.observation_end, "reward": t.reward, "state": t.state,
+         "well_formed": t.well_formed}
+        for t in episode.turns
+    ]  # fmt: skip

@@ -239,7 +239,7 @@ class Learner:
         """Prompt (left-padded) + completion (right-padded) token matrices for the rows in the loss."""
         device = self.forwards.device
         take = lambda x: x[rows.to(x.device)].to(device)  # noqa: E731  (rewards live on the CPU, tokens may not)
-        mask = take(batch.mask)  # (B, T)
+        mask = take(batch.trained_tokens())  # (B, T) the policy's tokens: an episode's observations are not trained
         if batch.token_mask is not None:  # the advantage stage keeps only some tokens in the loss
             mask = mask * take(batch.token_mask).to(mask.dtype)
         inputs = self.forwards.inputs(batch, rows, mask)

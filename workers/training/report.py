@@ -49,6 +49,23 @@ def batch_metrics(collected: Collected, stages: Stages) -> dict[str, float]:
         metric.FILTER_LEFT_OUT_SAMPLES: float((~batch.in_loss).sum()) if batch.in_loss is not None else 0.0,
         **collected.observed,
         **stage_metrics(stages, [stage for stage in vars(stages) if stage not in COLLECT_STAGES]),
+        **episode_metrics(gen),
+    }
+
+
+def episode_metrics(batch: RolloutBatch) -> dict[str, float]:
+    """What the environment saw of the batch's episodes; nothing for single-turn rollouts."""
+    if batch.episodes is None:
+        return {}
+    turns = [turn for episode in batch.episodes for turn in episode.turns]
+    policy = batch.trained_tokens().sum(-1)
+    return {
+        metric.EPISODE_SUCCESS: float(np.mean([episode.solved for episode in batch.episodes])),
+        metric.EPISODE_TURNS: len(turns) / len(batch.episodes),
+        metric.EPISODE_WELL_FORMED: float(np.mean([turn.well_formed for turn in turns])) if turns else 0.0,
+        metric.EPISODE_TRUNCATED: float(np.mean([episode.truncated for episode in batch.episodes])),
+        metric.EPISODE_POLICY_TOKENS: float(policy.float().mean()),
+        metric.EPISODE_OBSERVATION_TOKENS: float((batch.lengths - policy).float().mean()),
     }
 
 

@@ -42,7 +42,7 @@ SCHEMA = json_schema()
 SUGGESTIONS = {"model": saved_model_paths}
 
 SECTION_ORDER = [
-    "model", "prompt", "task", "reward", "rollout", "generate", "filter", "control", "replay",
+    "model", "prompt", "task", "environment", "reward", "rollout", "generate", "filter", "control", "replay",
     "advantage", "objective", "optimizer", "schedule", "eval", "resources",
 ]  # fmt: skip
 

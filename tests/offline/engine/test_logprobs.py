@@ -48,6 +48,22 @@ def test_trainer_and_sampler_agree_on_padded_prompts_and_completions():
     assert gap.max() < 1e-5
 
 
+def test_a_token_left_out_of_the_loss_stays_in_the_context_of_the_tokens_after_it():
+    # an advantage's token_mask (d3s's top tokens) narrows the loss, never the attention: the kept tokens are
+    # scored in the context they were sampled in, so the first update is on policy for them too
+    cfg = small_config(model={"warmup_steps": 0}, rollout={"max_new_tokens": 6})
+    trainer, batch = trainer_and_batch(cfg)
+    every_other = torch.zeros_like(batch.mask, dtype=torch.bool)
+    every_other[:, ::2] = True
+    batch.token_mask = every_other & batch.mask.bool()
+    logprobs, inputs = trainer_logprobs(trainer, batch)
+    rows = batch.in_loss.nonzero().flatten()
+    assert torch.equal(inputs["mask"], (batch.mask * batch.token_mask)[rows])
+    assert torch.equal(inputs["attention_mask"][:, -batch.mask.shape[1] :], batch.mask[rows].long())
+    gap = (logprobs - inputs["old_logprobs"]).abs() * batch.mask[rows]  # every sampled token, kept or not
+    assert gap.max() < 1e-5
+
+
 def test_dropout_is_off_so_an_on_policy_ratio_is_one(tmp_path):
     """A GPT-2 saved with dropout 0.1 everywhere: with dropout on in train(), ~15% of tokens fall
     outside [0.8, 1.2] on a fully on-policy step."""

@@ -17,12 +17,27 @@ def sample_groups(ctx: StageContext, examples: list[Example], budget: Budget, ex
     sizes = [size + extra for size in budget.sizes(len(examples))]
     params = SamplingParams(budget.max_new_tokens, ctx.temperature, ctx.top_p, ctx.top_k)
     limits = budget.limits(len(examples))
+    if ctx.environment is not None:  # each row an episode of turns with the environment
+        return episode_groups(ctx, examples, sizes, prompt_ids, params, limits)
     if budget.stop is None:
         out = ctx.backend.generate(prompt_ids, sizes, params, ctx.generator, limits=limits)
     else:
         out = ctx.backend.generate(prompt_ids, sizes, params, ctx.generator, limits=limits, stop=budget.stop)
     batch = decoded_batch(ctx, examples, sizes, prompt_ids, out)
     return drop_aborted(batch, out.stopped.cpu()) if budget.stop is not None else batch
+
+
+def episode_groups(ctx: StageContext, examples, sizes, prompt_ids, params, limits) -> RolloutBatch:
+    """A RolloutBatch of multi-turn episodes: each row's completion is its turns and the observations between them,
+    the observations kept out of the loss (policy_tokens); a turn is limited as a completion would be."""
+    from workers.environments.episodes import Sampler, run_episodes
+
+    sampler = Sampler(ctx.policy, ctx.backend, ctx.generator)
+    episodes = run_episodes(sampler, ctx.environment, examples, prompt_ids, sizes, params, limits)
+    batch = decoded_batch(ctx, examples, sizes, prompt_ids, episodes.generations)
+    batch.policy_tokens, batch.episodes = episodes.policy_tokens, episodes.records
+    batch.decoded_tokens = float(episodes.decoded)  # the observations were written, not decoded
+    return batch
 
 
 def decoded_batch(
