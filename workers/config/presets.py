@@ -273,6 +273,15 @@ METHODS: dict[str, Preset] = {
         "negative advantages × (1 + α softplus(c)), c = log π/π_ref of the completion: confident errors pushed "
         "down harder",
     ),
+    "gigpo": Preset(
+        "GRPO over multi-turn episodes whose tokens get the episode's group-relative advantage plus their turn's, "
+        "relative to the turns taken from the same environment state (GiGPO).",
+        # Feng et al. 2025, sec. 3: omega = 1 and gamma = 0.95 (the knobs' defaults), std normalisation at both
+        # levels. The paper trains agents in ALFWorld and WebShop; the calculator is the environment this preset
+        # starts from (any environment's state keys give the anchor states).
+        {"advantage": {"name": "gigpo"}, "environment": {"name": "calculator"}},
+        "per-token A_episode + ω·A_step, step groups by anchor state (needs an environment)",
+    ),
 }
 
 
