@@ -105,8 +105,9 @@ def resubmit_embedded(older_than_s: float) -> list[int]:
     stopped, the one it was running among them): send them, oldest first."""
     cutoff = timezone.now() - timedelta(seconds=older_than_s)
     queued = Run.objects.filter(state=State.QUEUED, created_at__lt=cutoff).order_by("id")
-    runner = EmbeddedRunner.get() if queued.exists() else EmbeddedRunner._instance
-    unsent = [run_id for run_id in queued.values_list("id", flat=True)[:100] if not runner or run_id not in runner.sent]
+    runner = EmbeddedRunner._instance  # none yet: this process has sent nothing (submit makes it)
+    sent = runner.sent if runner is not None else set()
+    unsent = [run_id for run_id in queued.values_list("id", flat=True)[:100] if run_id not in sent]
     for run_id in unsent:
         submit(run_id)
     return unsent

@@ -42,8 +42,7 @@ class Calculator:
         for prompt, answer in pairs:
             expression = prompt.strip().removesuffix("=")
             if rng.random() < self.demonstrated_calls and self.computes(expression, answer):
-                value = written(evaluate(expression, self.max_chars))
-                answer = f"<calc>{expression}</calc><result>{value}</result>{answer}"
+                answer = f"<calc>{expression}</calc><result>{answer}</result>{answer}"  # the result is the answer
             shown.append((prompt, answer))
         return shown
 
