@@ -47,7 +47,7 @@
     traces.push({ x: [], y: [], text: [], mode: "markers", name: "not finite", marker: { symbol: "x", color: "#c0392b", size: 9 },
       hovertemplate: "step %{x}: %{text} (not a number; not drawn)<extra></extra>" });
     Plotly.newPlot(div, traces, {
-      title: { text: key, font: { size: 13 } }, margin: { l: 50, r: 10, t: 30, b: 30 },
+      title: { text: chartTitle(key), font: { size: 13 } }, margin: { l: 50, r: 10, t: 30, b: 30 },
       xaxis: { title: { text: "step" } }, showlegend: false,
       yaxis: { exponentformat: "e" },  // 4e-8, not Plotly's SI "40n", which reads as a unit
     }, { displaylogo: false, responsive: true });
@@ -56,6 +56,12 @@
     const early = pending.get(key);
     if (early) { pending.delete(key); addPoints(key, early); }
     if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ resume: resumePoint() }));
+  }
+
+  // an episode metric names the environment it was measured in (success in one environment is not success in another)
+  function chartTitle(key) {
+    const environment = root.dataset.environment;
+    return key.startsWith("episodes/") && environment && environment !== "none" ? `${key} · ${environment}` : key;
   }
 
   // the downsampled series over HTTP; while the server answers 503 (an outage), ask again
@@ -421,7 +427,7 @@
         row.className = "sample";
         const completion = row.insertCell();
         completion.className = s.correct ? "correct" : "wrong";
-        completion.appendChild(completionView(s));
+        completion.appendChild(s.turns && s.turns.length && s.tokens ? turnsView(s) : completionView(s));
         row.insertCell().textContent = (s.reward ?? 0).toFixed(3);
         row.insertCell().textContent = Object.entries(s.rewards || {}).map(([k, v]) => `${k}=${Number(v).toFixed(2)}`).join(" ");
         row.insertCell().textContent = s.advantage === null || s.advantage === undefined ? "—" : Number(s.advantage).toFixed(3);
@@ -452,6 +458,55 @@
       piece.title = `${scale.field === "logprobs" ? "log p" : "entropy"} ${Number(values[i]).toFixed(3)}`;
       span.appendChild(piece);
     });
+    return span;
+  }
+
+  // a multi-turn episode as its turns: each the policy's text (its tokens coloured as above), what the environment
+  // read from it, its reward part and advantage and how many of its tokens trained; then the environment's
+  // observation, which the policy read but never trained on
+  function turnsView(sample) {
+    const box = document.createElement("div");
+    box.className = "turns";
+    sample.turns.forEach((turn, k) => {
+      const item = document.createElement("div");
+      item.className = "turn" + (turn.well_formed === false ? " malformed" : "");
+      const head = document.createElement("div");
+      head.className = "turn-head";
+      const advantage = turn.advantage === null || turn.advantage === undefined ? "—" : Number(turn.advantage).toFixed(3);
+      const trained = turn.trained ? `${turn.trained} tokens trained` : "not trained";
+      head.textContent = `turn ${k + 1} · reward ${Number(turn.reward).toFixed(2)} · advantage ${advantage} · ${trained}` +
+        (turn.well_formed === false ? " · not well formed" : "") + (turn.state ? ` · state ${turn.state}` : "");
+      item.appendChild(head);
+      if (turn.action) {
+        const action = document.createElement("code");
+        action.className = "turn-action";
+        action.textContent = turn.action;
+        item.appendChild(action);
+      }
+      item.appendChild(tokenSpan(sample, turn.start, turn.end, "turn-policy"));
+      if (turn.observation_end > turn.end) item.appendChild(tokenSpan(sample, turn.end, turn.observation_end, "turn-observation"));
+      box.appendChild(item);
+    });
+    return box;
+  }
+
+  // tokens [start, end) of a sample, coloured when colouring is on; observations are never coloured (not sampled)
+  function tokenSpan(sample, start, end, className) {
+    const span = document.createElement("div");
+    span.className = className;
+    const scale = className === "turn-policy" ? SCALES[colourSelect.value] : null;
+    const values = scale && sample[scale.field];
+    for (let i = start; i < end && i < sample.tokens.length; i++) {
+      const piece = document.createElement("span");
+      piece.className = "token";
+      piece.textContent = sample.tokens[i];
+      if (values) {
+        piece.dataset.value = String(values[i]);
+        const shade = Math.max(0, Math.min(1, scale.of(values[i]) / scale.max));
+        piece.style.backgroundColor = `rgba(${scale.rgb},${(0.75 * shade).toFixed(3)})`;
+      }
+      span.appendChild(piece);
+    }
     return span;
   }
 

@@ -282,6 +282,71 @@ METHODS: dict[str, Preset] = {
         {"advantage": {"name": "gigpo"}, "environment": {"name": "calculator"}},
         "per-token A_episode + ω·A_step, step groups by anchor state (needs an environment)",
     ),
+    "treeps": Preset(
+        "Multi-turn episodes grown as trees branched at turn boundaries, each turn trained once with its Monte "
+        "Carlo value (the mean outcome of the leaves below it) minus its parent's (TreePS-RAG).",
+        # Zhang et al. 2026 (abstract): MC step values over descendant outcomes, trees built online at a budget
+        # comparable to independent rollouts. The tree (M = 2 roots branched after turn 1 into G leaves), the form
+        # A = V(n) - V(parent) over the group's std, each shared turn trained once, and the token-mean loss that
+        # gives every token of the tree one weight are this project's choices (docs/methods/treeps.md).
+        {
+            "generate": {"name": "treeps"},
+            "advantage": {"name": "treeps"},
+            "objective": {"aggregation": "token-mean"},
+            "environment": {"name": "calculator"},
+        },
+        "rollout trees of G leaves, per-turn A = V(n) − V(parent), token-level loss (needs an environment)",
+    ),
+    "trace": Preset(
+        "Multi-turn rollouts whose budget goes to the prompts and turn prefixes a learned predictor finds most "
+        "likely to give mixed outcomes, continued as trees, GRPO over each prompt's rollouts (TRACE).",
+        # Zou et al. 2026 (abstract): budget to prompt roots and intermediate prefixes likely to yield mixed
+        # terminal rewards, a shared predictor of success from prefix histories. The greedy rule on the gain in
+        # P(mixed), the online logistic predictor and its features, and 2 roots per prompt are this project's
+        # choices (docs/methods/trace.md); the advantage stays grpo's over each prompt's (now ragged) group.
+        {"generate": {"name": "trace"}, "environment": {"name": "calculator"}},
+        "prompts × G rollouts allocated to prompts and turn prefixes by predicted p(1−p) (needs an environment)",
+    ),
+    "gated-rewards": Preset(
+        "GRPO over multi-turn episodes on a return whose immediate rewards (well-formed turns, earlier turns' "
+        "reward parts) count only when the episode's outcome meets a threshold (Gated Reward Accumulation, G-RA).",
+        # Sun et al. 2025 (abstract and summaries): R = r_high + 1[r_high >= delta] * sum r_low. The immediate
+        # rewards and their values are this project's (docs/methods/gated-rewards.md): 0.1 per well-formed turn
+        # before the last, the earlier turns' reward parts at weight 1, delta = 1 (a solved calculator episode).
+        {"advantage": {"name": "gated-rewards"}, "environment": {"name": "calculator"}},
+        "immediate rewards added to the outcome only when it meets δ, then grpo (needs an environment)",
+    ),
+    "spa-rl": Preset(
+        "Multi-turn episodes whose turns are rewarded by a progress estimator's contribution (trained online so "
+        "that an episode's contributions sum to its reward) plus a grounding signal, advantages group-relative "
+        "per turn (SPA-RL).",
+        # Wang et al. 2025 (abstract) and the authors' released code: loss (sum_k c_k - R)^2, reward alpha * c +
+        # beta * g with alpha = 1, beta = 0.5 (their values). A linear estimator on the batch's turn features,
+        # trained online, and GRPO's process-supervision advantage in place of their PPO critic are this
+        # project's choices (docs/methods/spa-rl.md).
+        {"advantage": {"name": "spa-rl"}, "environment": {"name": "calculator"}},
+        "turn reward α·c + β·g from a progress estimator trained online, normalised over the group's turns "
+        "(needs an environment)",
+    ),
+    "hgpo": Preset(
+        "GRPO over multi-turn episodes whose turns get their return relative to nested groups of turns sharing "
+        "their state and ever more of their history, the levels aggregated with weights that favour consistent "
+        "history (Hierarchy-of-Groups PO).",
+        # He et al. 2026 (abstract) and its released code (verl-agent recipe/hgpo): K = 2 levels of history beyond
+        # the state, weights (n + 1)^alpha with alpha = 1, gamma = 0.95, no episode-level group (all the knobs'
+        # defaults); std normalisation. The calculator is the environment this preset starts from, as gigpo's.
+        {"advantage": {"name": "hgpo"}, "environment": {"name": "calculator"}},
+        "per-token Σ_k w_k·A_k over levels k = 0..2 of shared history, w_k = (k+2)^α (needs an environment)",
+    ),
+    "salt": Preset(
+        "GRPO over multi-turn episodes whose turns get the mean GRPO advantage of the episodes of their group that "
+        "took the same step, an edge of the group's trajectory graph (SALT).",
+        # Li et al. 2025 (abstract): a graph of the trajectories of one prompt, plug-and-play over GRPO. The form
+        # (the mean over the episodes through an edge, an edge the same state, text and next state) is the card's
+        # documented choice (docs/methods/salt.md); std normalisation as grpo's.
+        {"advantage": {"name": "salt"}, "environment": {"name": "calculator"}},
+        "per-token mean GRPO advantage of the episodes through the turn's edge (s, a, s') (needs an environment)",
+    ),
 }
 
 

@@ -24,6 +24,7 @@ class Turn:
     state: str  # a key of the environment's state after the turn: equal keys, equal states (step-level groups)
     well_formed: bool = True  # the turn followed the environment's format (a tool call it could parse)
     solved: bool = False  # the episode ended with the task done (its success)
+    action: str = ""  # what the environment read in the turn (a call's expression, the moves): the inspector shows it
 
 
 class Episode(Protocol):

@@ -12,11 +12,29 @@ or at rollout.max_new_tokens, the limit of one turn. The environment reads the t
 observation is encoded as the model reads it (policy.prompts.observation_ids: a message in the chat template, or
 the text as it is) and appended with log-probability 0. A row is done when the environment says so, after its
 max_turns-th turn, or once its episode holds max_episode_tokens tokens (then it is truncated).
+
+Rollout trees. A generate component may grow each group as a tree instead (treeps, trace): `Forest` holds the rows,
+advances the ones it is given turn by turn, and forks a row at a turn boundary into a new row that holds a copy of
+its prefix (the tokens so far, their log-probabilities, its turn records) and of its episode's state, and goes on
+from there on its own:
+
+    forest = Forest(sampler, environment, examples, prompt_ids, params, limits)
+    roots = [forest.root(g) for g in range(len(examples)) for _ in range(2)]
+    forest.advance(roots, turns=1)          # every root's first turn
+    children = [forest.fork(r) for r in roots if not forest.done(r)]
+    forest.advance(roots + children)        # to the end
+    episodes = forest.episodes(rows)        # the rows kept, in this order (a batch: group by group)
+
+Every turn is a node of its group's tree (TurnRecord.node): a forked row shares its parent's turn records, so the
+rows that hold a node are the leaves below it, and a turn's parent is the row's turn before it (the first turn's is
+the prompt). A fork copies its episode with copy.deepcopy, the environment and what it holds (its task, a corpus)
+and the example shared, not copied: an episode needs no method of its own to be forked.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import copy
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -34,6 +52,10 @@ class TurnRecord:
     reward: float
     state: str  # the environment's state key after the turn
     well_formed: bool
+    # the turn's node in its group's rollout tree: the rows holding the same node share this turn and every token
+    # before it (a fork's prefix); None for a turn made outside a Forest (a constructed record)
+    node: str | None = None
+    action: str = ""  # what the environment read in the turn (Turn.action: a call's expression), for the inspector
 
 
 @dataclass
@@ -69,8 +91,9 @@ class Sampler:
 
 
 class _Row:
-    def __init__(self, episode, start_state: str):
+    def __init__(self, episode, start_state: str, group: int):
         self.episode = episode
+        self.group = group  # the example (and prompt) it is an episode of
         self.tokens: list[int] = []
         self.logprobs: list[float] = []
         self.policy: list[bool] = []
@@ -102,24 +125,88 @@ class StopStrings:
 
 def run_episodes(ctx: Sampler, environment, examples, prompt_ids, sizes, params: SamplingParams, limits) -> Episodes:
     """Every row's episode: sizes[g] rows of examples[g], each turn limited to limits[g] tokens."""
-    owners = [g for g, size in enumerate(sizes) for _ in range(size)]
-    seed = int(torch.randint(0, 2**31 - 1, (1,), generator=ctx.generator, device=ctx.generator.device))
-    rng = np.random.default_rng(seed)  # the environments' own randomness, drawn from the run's stream
-    rows = []
-    for g in owners:
-        episode = environment.reset(examples[g], rng)
-        rows.append(_Row(episode, episode.start_state))
-    stop = StopRule(abort=StopStrings(ctx.policy, environment.stop_strings)) if environment.stop_strings else None
-    for _ in range(environment.max_turns):
-        going = [r for r, row in enumerate(rows) if not row.done]
-        if not going:
-            break
-        turn_limits = [limits[owners[r]] for r in going]
-        out = generate_turn(ctx, [rows[r] for r in going], [prompt_ids[owners[r]] for r in going], params,
-                            turn_limits, stop)  # fmt: skip
-        for i, r in enumerate(going):
-            take_turn(ctx, rows[r], out, i, environment.max_episode_tokens)
-    return assembled(ctx, rows)
+    forest = Forest(ctx, environment, examples, prompt_ids, params, limits)
+    rows = [forest.root(g) for g, size in enumerate(sizes) for _ in range(size)]
+    forest.advance(rows)
+    return forest.episodes(rows)
+
+
+class Forest:
+    """The rows of one generation as trees: roots started from their example, forks of a row at a turn boundary.
+
+    Rows are numbered in the order they are made; a component advances the rows it chooses, forks the ones it
+    wants to branch, and assembles the rows it keeps (a row it never assembles, a snapshot kept to fork later,
+    costs nothing but the tokens it was generated with, which `decoded` counts once).
+    """
+
+    def __init__(self, ctx: Sampler, environment, examples, prompt_ids, params: SamplingParams, limits):
+        self.ctx, self.environment, self.examples = ctx, environment, examples
+        self.prompt_ids, self.params, self.limits = prompt_ids, params, limits
+        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=ctx.generator, device=ctx.generator.device))
+        self.rng = np.random.default_rng(seed)  # the environments' own randomness, drawn from the run's stream
+        self.tree = f"{seed:x}"  # names this generation's nodes apart from another's joining the same groups
+        self.nodes = 0
+        self.rows: list[_Row] = []
+        self.decoded = 0  # tokens the policy generated, each once, whichever rows came to hold them
+        strings = environment.stop_strings
+        self.stop = StopRule(abort=StopStrings(ctx.policy, strings)) if strings else None
+
+    def root(self, group: int) -> int:
+        """A new row: an episode of examples[group] from its start."""
+        episode = self.environment.reset(self.examples[group], self.rng)
+        self.rows.append(_Row(episode, episode.start_state, group))
+        return len(self.rows) - 1
+
+    def fork(self, row: int) -> int:
+        """A new row that holds row's prefix and a copy of its episode's state, to go on from there on its own."""
+        parent = self.rows[row]
+        episode = forked(parent.episode, self.environment, self.examples[parent.group])
+        child = _Row(episode, parent.record.start_state, parent.group)
+        child.tokens, child.logprobs, child.policy = list(parent.tokens), list(parent.logprobs), list(parent.policy)
+        child.record = replace(parent.record, turns=list(parent.record.turns))
+        child.done = parent.done
+        self.rows.append(child)
+        return len(self.rows) - 1
+
+    def done(self, row: int) -> bool:
+        return self.rows[row].done
+
+    def record(self, row: int) -> EpisodeRecord:
+        return self.rows[row].record
+
+    def advance(self, rows: list[int], turns: int | None = None) -> None:
+        """The rows' next turns, generated together, until each is done, has max_turns turns, or (if `turns` is
+        given) holds that many turns in all."""
+        limit = self.environment.max_turns if turns is None else min(turns, self.environment.max_turns)
+        while True:
+            going = [r for r in rows if not self.rows[r].done and len(self.rows[r].record.turns) < limit]
+            if not going:
+                return
+            sent = [self.rows[r] for r in going]
+            out = generate_turn(self.ctx, sent, [self.prompt_ids[row.group] for row in sent], self.params,
+                                [self.limits[row.group] for row in sent], self.stop)  # fmt: skip
+            for i, row in enumerate(sent):
+                before = len(row.tokens)
+                take_turn(self.ctx, row, out, i, self.environment.max_episode_tokens, self.new_node())
+                self.decoded += row.record.turns[-1].end - before
+
+    def new_node(self) -> str:
+        self.nodes += 1
+        return f"{self.tree}.{self.nodes}"
+
+    def episodes(self, rows: list[int]) -> Episodes:
+        """The given rows' episodes, in this order."""
+        episodes = assembled(self.ctx, [self.rows[r] for r in rows])
+        episodes.decoded = self.decoded
+        return episodes
+
+
+def forked(episode, environment, example):
+    """A copy of an episode's state that steps on its own. What the episode reads but does not own is shared, not
+    copied: the environment, what the environment holds (its task, a corpus, its knobs) and the example."""
+    shared = {id(environment): environment, id(example): example}
+    shared.update({id(value): value for value in getattr(environment, "__dict__", {}).values()})
+    return copy.deepcopy(episode, shared)
 
 
 def generate_turn(ctx, rows: list[_Row], prompts: list[list[int]], params, turn_limits, stop) -> Generations:
@@ -131,7 +218,7 @@ def generate_turn(ctx, rows: list[_Row], prompts: list[list[int]], params, turn_
     return ctx.backend.generate(prompts, 1, params, ctx.generator, limits=limits, prefixes=prefixes, stop=stop)
 
 
-def take_turn(ctx, row: _Row, out: Generations, i: int, max_episode_tokens: int) -> None:
+def take_turn(ctx, row: _Row, out: Generations, i: int, max_episode_tokens: int, node: str | None = None) -> None:
     """Row `i` of the turn's generations: its new tokens, the environment's answer, the observation after them."""
     start, length = len(row.tokens), int(out.lengths[i])
     new_tokens, new_logprobs = out.tokens[i, start:length].tolist(), out.logprobs[i, start:length].tolist()
@@ -142,7 +229,8 @@ def take_turn(ctx, row: _Row, out: Generations, i: int, max_episode_tokens: int)
     observation = [] if answer.done else ctx.policy.prompts.observation_ids(answer.observation, ended_turn)
     end = len(row.tokens)
     row.append(observation, [0.0] * len(observation), policy=False)
-    row.record.turns.append(TurnRecord(start, end, len(row.tokens), answer.reward, answer.state, answer.well_formed))
+    observed = (len(row.tokens), answer.reward, answer.state, answer.well_formed)
+    row.record.turns.append(TurnRecord(start, end, *observed, node=node, action=answer.action))
     row.record.final_turn = text
     if answer.done:
         row.done, row.record.solved = True, answer.solved

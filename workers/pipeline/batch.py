@@ -158,10 +158,11 @@ class RolloutBatch:
         return [row for g in groups for row in range(self.offsets[g], self.offsets[g + 1])]
 
     def sample_advantages(self) -> torch.Tensor:
-        """(N,): each sample's advantage; a per-token advantage is averaged over the sample's tokens."""
+        """(N,): each sample's advantage; a per-token advantage is averaged over the tokens the policy wrote (a
+        multi-turn episode's observations, which carry none, are left out)."""
         if self.advantages.dim() == 1:
             return self.advantages
-        mask = self.mask.to(self.advantages.device)
+        mask = self.trained_tokens().to(self.advantages.device)
         return (self.advantages * mask).sum(-1) / mask.sum(-1).clamp(min=1)
 
     def select_groups(self, groups: list[int]) -> RolloutBatch:

@@ -102,6 +102,86 @@ class CountdownKnobs(GeneratedTaskKnobs):
         return canonical_problem_count(self.digits, self.operands, self.operators)
 
 
+class LookupKnobs(Knobs):
+    """Multi-hop questions about a generated corpus of invented entities, one short page each."""
+
+    documents: int = Field(
+        300,
+        ge=40,
+        le=3000,
+        description="Pages in the generated corpus, one invented entity each (people, cities, organisations, "
+        "countries) with its relations.",
+    )
+    world_seed: int = Field(
+        0,
+        ge=0,
+        le=2**31 - 1,
+        description="Seed of the generated corpus, kept apart from the run seed so that every run of a config "
+        "searches the same world.",
+    )
+    hops: int = Field(
+        2,
+        ge=2,
+        le=3,
+        description="Relations a question chains (the mentor of the founder of X: 2), so pages needed to answer it.",
+    )
+    warmup_hops: int = Field(
+        1, ge=1, le=3, description="Hops of the questions the tiny model is warm-started on (at most task.hops)."
+    )
+    warmup_full_share: float = Field(
+        0.5, ge=0, le=1, description="Share of task.hops questions mixed into the warm-start data."
+    )
+
+    def problem_space(self) -> int:
+        """The distinct questions of task.hops hops the generated world asks (it is built to count them)."""
+        from workers.tasks.lookup import question_count
+
+        return question_count(self.world_seed, self.documents, self.hops)
+
+
+class GridPuzzleKnobs(Knobs):
+    """Sokoban-like puzzles: push every box onto a target (workers/tasks/grid.py)."""
+
+    size: int = Field(
+        6,
+        ge=5,
+        le=9,
+        description="The board's side in cells, its border of walls included (6: 4 x 4 cells inside). The tiny "
+        "model reads the board in every observation: (size + 1) x size characters.",
+    )
+    boxes: int = Field(1, ge=1, le=3, description="Boxes on the board, and as many targets.")
+    walls: int = Field(1, ge=0, le=12, description="Wall cells inside the room, besides its border.")
+    min_moves: int = Field(2, ge=1, le=40, description="The fewest moves a puzzle's shortest solution has.")
+    max_moves: int = Field(
+        6, ge=1, le=40, description="The most moves a puzzle's shortest solution has (the search's depth)."
+    )
+    warmup_max_moves: int = Field(
+        4,
+        ge=1,
+        le=40,
+        description="The easier slice the tiny model is warm-started on: puzzles solved in 1 to this many moves; "
+        "a share of full-difficulty puzzles is mixed in.",
+    )
+    warmup_full_share: float = Field(
+        0.5, ge=0, le=1, description="Share of full-difficulty puzzles in the warm-start data."
+    )
+
+    @model_validator(mode="after")
+    def _fits_the_board(self) -> GridPuzzleKnobs:
+        if self.min_moves > self.max_moves:
+            raise ValueError(f"task.min_moves ({self.min_moves}) is above task.max_moves ({self.max_moves})")
+        if self.walls + self.boxes + 1 > (self.size - 2) ** 2:
+            raise ValueError(f"task.walls: {self.walls} walls and {self.boxes} boxes leave no room inside the board")
+        return self
+
+    def problem_space(self) -> int:
+        """At most: the inner walls' cells x the targets' x the boxes' x the player's (most are not puzzles)."""
+        from math import comb
+
+        free = (self.size - 2) ** 2 - self.walls
+        return comb(free + self.walls, self.walls) * comb(free, self.boxes) ** 2 * (free - self.boxes)
+
+
 class FinalAnswerKnobs(Knobs):
     """How a completion's final answer is found and judged (workers/tasks/answers.py)."""
 
@@ -214,6 +294,19 @@ TASKS.declare(
     "workers.tasks.countdown:CountdownTask",
     summary="Reach a target from given numbers (3 7 12->33: 3*7+12).",
     knobs=CountdownKnobs,
+)
+TASKS.declare(
+    "grid",
+    "workers.tasks.grid:GridTask",
+    summary="Sokoban-like puzzles on a small board, answered with the moves (U D L R) that put every box on a target.",
+    knobs=GridPuzzleKnobs,
+)
+TASKS.declare(
+    "lookup",
+    "workers.tasks.lookup:LookupTask",
+    summary="Multi-hop questions about a generated corpus (Who is the founder of the employer of Neku Tir?), "
+    "answered with a name; with environment lookup the policy searches the corpus.",
+    knobs=LookupKnobs,
 )
 TASKS.declare(
     "jsonl",

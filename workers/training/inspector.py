@@ -193,15 +193,29 @@ class Inspector:
             "stages": dict(batch.notes[row]),
             "tokens": [self.policy.tokenizer.decode([i]) for i in ids],
             "logprobs": rounded(batch.logprobs[row, :length]),
-            **({"turns": episode_turns(batch.episodes[row])} if batch.episodes is not None else {}),
+            **({"turns": self.episode_turns(batch, row, used)} if batch.episodes is not None else {}),
         }
 
-
-def episode_turns(episode) -> list[dict]:
-    """A multi-turn sample's turns for the inspector: where each turn's tokens and the observation after it are in
-    `tokens` ([start, end) the policy's, [end, observation_end) the environment's), its reward part and state."""
-    return [
-        {"start": t.start, "end": t.end, "observation_end": t.observation_end, "reward": t.reward, "state": t.state,
-         "well_formed": t.well_formed}
-        for t in episode.turns
-    ]  # fmt: skip
+    @staticmethod
+    def episode_turns(batch: RolloutBatch, row: int, used: bool) -> list[dict]:
+        """A multi-turn sample's turns for the inspector: where each turn's tokens and the observation after it are
+        in `tokens` ([start, end) the policy's, [end, observation_end) the environment's), its reward part, the
+        state it left, the action the environment read, its advantage (the mean over the turn's tokens in the loss;
+        None when the sample was not trained on) and how many of its tokens were in the loss."""
+        in_loss = batch.trained_tokens()[row] > 0  # (T,)
+        if batch.token_mask is not None:
+            in_loss = in_loss & batch.token_mask[row].to(in_loss.device)
+        in_loss = in_loss & used
+        per_token = batch.advantages is not None and batch.advantages.dim() == 2
+        turns = []
+        for t in batch.episodes[row].turns:
+            trained = in_loss[t.start : t.end]
+            advantage = None
+            if used and per_token and trained.any():
+                advantage = float(batch.advantages[row, t.start : t.end][trained.to(batch.advantages.device)].mean())
+            elif used and not per_token:
+                advantage = float(batch.advantages[row])
+            turns.append({"start": t.start, "end": t.end, "observation_end": t.observation_end, "reward": t.reward,
+                          "state": t.state, "well_formed": t.well_formed, "action": getattr(t, "action", ""),
+                          "advantage": advantage, "trained": int(trained.sum())})  # fmt: skip
+        return turns

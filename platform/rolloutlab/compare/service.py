@@ -69,10 +69,14 @@ def varying_knobs(runs: list[Run]) -> list[str]:
     return [knob for knob in knobs if len({config.get(knob, MISSING) for config in configs}) > 1]
 
 
+ENVIRONMENT_GROUP = "environment"  # the environment a run's episodes ran in, "none" for single-turn runs
+
+
 def group_options(knobs: list[str]) -> list[str]:
     """What runs may be grouped by, given their varying_knobs: the method (the default, even when all share it),
-    then each varying knob."""
-    return [DEFAULT_GROUP, *(knob for knob in knobs if knob != DEFAULT_GROUP)]
+    the environment where runs ran in different ones, then each varying knob."""
+    environments = [ENVIRONMENT_GROUP] if "environment.name" in knobs else []
+    return [DEFAULT_GROUP, *environments, *(knob for knob in knobs if knob != DEFAULT_GROUP)]
 
 
 def check_group(group: str, runs: list[Run]) -> None:
@@ -83,6 +87,8 @@ def check_group(group: str, runs: list[Run]) -> None:
 
 
 def group_label(run: Run, group: str) -> str:
+    if group == ENVIRONMENT_GROUP:
+        return run.environment
     if group in ("method", "task", "seed", "name"):
         value = getattr(run, group)
         return "custom" if value in (None, "") else str(value)  # seed 0 is a seed, not "custom"

@@ -13,6 +13,12 @@ from rolloutlab.runs.models import FINAL_STATES, Run, State
 from workers import metrics as metric
 
 DEFAULT_CHARTS = [metric.REWARD_MEAN, metric.PASS_AT_1, metric.LOSS, metric.ROLLOUT_TOKENS_PER_S]
+EPISODE_CHARTS = [metric.EPISODE_SUCCESS, metric.EPISODE_TURNS]  # beside them for a run of multi-turn episodes
+
+
+def default_charts(run: Run) -> list[str]:
+    """The charts a run opens with before its user chose any: an environment's runs add success and turns."""
+    return DEFAULT_CHARTS + (EPISODE_CHARTS if run.environment != "none" else [])
 
 
 def chart_context(run: Run, user=None) -> dict:
@@ -23,7 +29,8 @@ def chart_context(run: Run, user=None) -> dict:
         "keys": keys,
         "charts": chosen_charts(run, user, keys),
         "system_charts": [key for key in metric.SYSTEM_CHARTS if key in keys],  # those the worker sampled
-        "default_charts": DEFAULT_CHARTS,
+        "default_charts": default_charts(run),
+        "environment": run.environment,
     }
 
 
@@ -38,9 +45,10 @@ def chosen_charts(run: Run, user, keys: list[str]) -> list[str]:
         return list(saved)
     if run.state in (State.FAILED, State.LOST) and not keys:
         return []
+    defaults = default_charts(run)
     if run.state not in FINAL_STATES:
-        return list(DEFAULT_CHARTS)
-    return [k for k in DEFAULT_CHARTS if k in keys] or DEFAULT_CHARTS
+        return defaults
+    return [k for k in defaults if k in keys] or defaults
 
 
 def save_chart_choice(run: Run, user, keys: list[str]) -> list[str]:

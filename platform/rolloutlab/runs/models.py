@@ -143,6 +143,14 @@ class Run(models.Model):
     def is_final(self) -> bool:
         return self.state in FINAL_STATES
 
+    @property
+    def environment(self) -> str:
+        """The environment its episodes ran in; "none" for single-turn runs (and configs stored before there were
+        environments, or an external run's config that names none)."""
+        section = (self.config or {}).get("environment") if isinstance(self.config, dict) else None
+        name = section.get("name") if isinstance(section, dict) else None
+        return name if isinstance(name, str) and name else "none"
+
 
 class Transition(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="transitions")

@@ -103,6 +103,23 @@ def test_grouping_by_a_config_knob(project):
     assert [g["label"] for g in data["groups"]] == ["rollout.group_size=4", "rollout.group_size=8"]
 
 
+def test_runs_in_different_environments_are_grouped_by_environment(project):
+    runs = [make_run(project, "grpo", s, lambda t: 0.1, 1, steps=2) for s in range(2)]
+    calculator = {"name": "calculator"}
+    runs += [make_run(project, "grpo", s, lambda t: 0.2, 1, steps=2, environment=calculator) for s in range(2)]
+    old = runs[0].config
+    old.pop("environment")  # a config stored before there were environments: single-turn
+    Run.objects.filter(pk=runs[0].pk).update(config=old)
+    ids = [r.id for r in runs]
+    data = build_comparison(View(runs=ids, metrics=["reward/mean"], group="environment"), project.owner)
+    assert data["group_options"][:2] == ["method", "environment"]
+    assert {g["label"]: len(g["runs"]) for g in data["groups"]} == {"calculator": 2, "none": 2}
+    assert data["charts"]["reward/mean"]["calculator"]["mean"][0] == pytest.approx(0.2)
+    single = [r.id for r in runs[2:]]  # one environment: nothing to group by
+    with pytest.raises(BadView, match="group: 'environment' does not differ"):
+        build_comparison(View(runs=single, group="environment"), project.owner)
+
+
 def test_individual_seeds_on_demand(project):
     runs = [make_run(project, "grpo", s, lambda t, s=s: 0.1 * s, 1) for s in range(2)]
     chart = build_comparison(View(runs=[r.id for r in runs], metrics=["reward/mean"], seeds=True), project.owner)[

@@ -96,9 +96,9 @@ def store(run, rows):
     Sample.objects.bulk_create([Sample(run=run, step=r["step"], data=r) for r in rows])
 
 
-def make_run(owner, **fields):
+def make_run(owner, config=None, **fields):
     fields = {"state": "succeeded", **fields}
-    config = small_config().model_dump(mode="json")
+    config = config or small_config().model_dump(mode="json")
     return Run.objects.create(project=project_of(owner), name="r", owner=owner, method="grpo", config=config,
                               config_hash="0" * 64, **fields)  # fmt: skip
 
@@ -159,6 +159,18 @@ def test_a_running_runs_page_opened_after_its_first_evaluation_still_charts_the_
     assert "reward/mean" in charts and "policy/loss" in charts  # they fill in live as the steps come
     Run.objects.filter(id=run.id).update(state="succeeded")
     assert alice_client.get(f"/runs/{run.id}/").context["charts"] == ["eval/pass@1"]  # ended: what it has
+
+
+@pytest.mark.django_db
+def test_a_run_of_episodes_charts_success_and_turns_and_names_its_environment(alice, alice_client):
+    config = small_config(environment={"name": "calculator"}).model_dump(mode="json")
+    run = make_run(alice, state="running", config=config)
+    page = alice_client.get(f"/runs/{run.id}/")
+    assert page.context["charts"][-2:] == ["episodes/success", "episodes/turns_mean"]
+    assert '<span id="run-environment">calculator</span>' in page.content.decode()
+    assert 'data-environment="calculator"' in page.content.decode()
+    single = make_run(alice, state="running")
+    assert "episodes/success" not in alice_client.get(f"/runs/{single.id}/").context["charts"]
 
 
 @pytest.mark.django_db
@@ -385,3 +397,37 @@ def test_the_inspector_shows_the_prompt_as_a_chat_model_read_it(page, alice, sta
     page.click(".sample-group details.rendered-prompt summary")
     shown = page.locator(".sample-group details.rendered-prompt pre").first.inner_text()
     assert shown == first["rendered_prompt"] and shown.startswith("<|im_start|>system\nBe brief.<|im_end|>")
+
+
+@pytest.mark.django_db
+def test_the_inspector_shows_an_episode_as_its_turns(page, alice, stack):
+    from tests.offline.engine.test_environments import scripted_episode_samples
+
+    samples, _ = scripted_episode_samples(advantage={"name": "gigpo"})
+    config = small_config(environment={"name": "calculator"}, advantage={"name": "gigpo"}).model_dump(mode="json")
+    run = make_run(alice, config=config)
+    store(run, samples)
+    write_points(run.id, [("episodes/success", 1, 0.5, 0.0)])
+    log_in(page, "alice", "alice-password")
+    page.goto(f"/runs/{run.id}/")
+    page.wait_for_selector(".sample-group .turns")
+    first = samples[0]
+    episode = page.locator("#sample-groups tr.sample").first
+    assert episode.locator(".turn").count() == len(first["turns"]) == 2
+    call, answer = first["turns"]
+    heads = episode.locator(".turn-head").all_inner_texts()
+    assert heads[0].startswith(f"turn 1 · reward 0.00 · advantage {call['advantage']:.3f} · {call['trained']} tokens")
+    assert heads[1].startswith(f"turn 2 · reward {answer['reward']:.2f} · advantage {answer['advantage']:.3f}")
+    assert episode.locator(".turn-action").first.inner_text() == first["prompt"].rstrip("=")  # the tool call
+    policy = episode.locator(".turn-policy").all_inner_texts()
+    assert policy[0] == "".join(first["tokens"][call["start"] : call["end"]]) == f"<calc>{call['action']}</calc>"
+    observation = episode.locator(".turn-observation").first.inner_text()
+    assert observation == "".join(first["tokens"][call["end"] : call["observation_end"]])
+    assert observation.startswith("<result>")
+    assert episode.locator(".turn-observation").count() == 1  # none after the answer
+    # colouring shades the policy's tokens only: the observation was written, not sampled
+    page.select_option("#token-colour", "logprob")
+    page.wait_for_selector("#sample-groups .turn-policy .token[data-value]")
+    assert episode.locator(".turn-observation .token[data-value]").count() == 0
+    title = page.locator(".chart[data-key='episodes/success'] .gtitle").text_content()
+    assert title == "episodes/success · calculator"

@@ -46,7 +46,8 @@ def test_an_unknown_kind_lists_the_valid_ones_under_its_switch():
     with pytest.raises(ConfigError) as err:
         resolve({"task": {"name": "sudoku"}, "resources": {"executor": "slurm"}})
     assert err.value.fields == {
-        "task.name": "unknown task 'sudoku'; valid: arith, chain, countdown, jsonl, parquet, word-problems",
+        "task.name": "unknown task 'sudoku'; valid: arith, chain, countdown, grid, jsonl, lookup, parquet, "
+        "word-problems",
         "resources.executor": "unknown resources.executor 'slurm'; valid: local, ray",
     }
 

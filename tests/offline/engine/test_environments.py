@@ -216,10 +216,10 @@ def test_an_episode_is_its_turns_and_observations_and_only_the_turns_are_the_pol
     assert seen[metric.EPISODE_POLICY_TOKENS] == pytest.approx(float(batch.policy_tokens.sum()) / 4)
 
 
-def test_no_gradient_reaches_the_logits_of_observation_tokens():
-    trainer = calculator_run()
+def logit_gradients(trainer, batch):
+    """The gradient of the loss at the logits that predict each completion token of `batch` (after its advantages):
+    (B, T-1) summed |grad| per position of the rows in the loss, those rows, and the update's inputs."""
     model = trainer.policy.model
-    batch = trainer.collector.collect(1, trainer.policy, ScriptedTurns(trainer.policy, compute_then_answer), 0).batch
     trainer.learner.compute_advantages(batch)
     rows = batch.in_loss.nonzero().flatten()
     inputs = trainer.learner.training_inputs(batch, rows)
@@ -235,10 +235,56 @@ def test_no_gradient_reaches_the_logits_of_observation_tokens():
     handle.remove()
     inputs["old_logprobs"] = logprobs.detach()  # on policy (the script's log-probabilities are made up): no clip
     trainer.stages.objective(trainer_loss_inputs(trainer, logprobs, inputs)).loss.backward()
-    _, completion_logits = captured  # (P, 1, V) the prompts', (B, T-1, V) the completions'
-    predicts = completion_logits.grad.abs().sum(-1)  # (B, T-1): position t predicts token t+1
+    completion_logits = captured[-1]  # (B, T-1, V) the completions' (the prompts' come first)
+    return completion_logits.grad.abs().sum(-1), rows, inputs  # position t predicts token t+1
+
+
+def assert_observations_get_no_gradient(trainer, batch) -> torch.Tensor:
+    """Exactly zero gradient at every observation token's logits, a positive one at every policy token's, and the
+    observations still attended; returns the (B, T-1) observation positions."""
+    predicts, rows, inputs = logit_gradients(trainer, batch)
     policy, attended = batch.policy_tokens[rows][:, 1:], batch.mask[rows][:, 1:] > 0
     observation = attended & ~policy
     assert observation.any() and (predicts[observation] == 0).all()  # exactly zero
     assert (predicts[policy] > 0).all()  # every token the policy wrote gets its push
     assert torch.equal(inputs["attention_mask"][:, -batch.mask.shape[1] :], batch.mask[rows].long())  # still read
+    return observation
+
+
+def test_no_gradient_reaches_the_logits_of_observation_tokens():
+    trainer = calculator_run()
+    batch = trainer.collector.collect(1, trainer.policy, ScriptedTurns(trainer.policy, compute_then_answer), 0).batch
+    assert_observations_get_no_gradient(trainer, batch)
+
+
+# ---------------------------------------------------------------- what the inspector stores of an episode
+def scripted_episode_samples(**sections):
+    """A step of scripted calculator episodes through the real collector, advantage stage and inspector: the
+    samples the run page shows, and the batch they describe."""
+    trainer = calculator_run(**sections)
+    batch = trainer.collector.collect(1, trainer.policy, ScriptedTurns(trainer.policy, compute_then_answer), 0).batch
+    trainer.learner.compute_advantages(batch)
+    rows = list(range(batch.num_samples))
+    samples = trainer.inspector.describe(batch, batch, rows, [])
+    return [{**sample, "step": 1} for sample in samples], batch
+
+
+def test_the_inspector_stores_each_turns_action_reward_advantage_and_trained_tokens():
+    samples, batch = scripted_episode_samples(advantage={"name": "gigpo"})
+    assert batch.advantages.dim() == 2  # per token: each turn its own
+    for row, sample in enumerate(samples):
+        policy = batch.trained_tokens()[row] > 0
+        assert sample["advantage"] == pytest.approx(float(batch.advantages[row][policy].mean()))
+        for turn, record in zip(sample["turns"], batch.episodes[row].turns, strict=True):
+            span = batch.advantages[row, record.start : record.end]
+            assert turn["advantage"] == pytest.approx(float(span.mean()))
+            assert turn["trained"] == record.end - record.start  # every token of the turn, none of the observation
+            assert not policy[record.end : record.observation_end].any()
+        call, answer = sample["turns"]
+        assert call["action"] == sample["prompt"].rstrip("=") and answer["action"] == ""
+        assert (call["reward"], answer["reward"]) == (0.0, float(sample["correct"]))
+        assert "".join(sample["tokens"][call["end"] : call["observation_end"]]).startswith("<result>")
+    untrained, _ = scripted_episode_samples()
+    described = calculator_run().inspector.describe_sample(batch, 0, None, 0)  # a group never trained on
+    assert all(t["advantage"] is None and t["trained"] == 0 for t in described["turns"])
+    assert untrained[0]["turns"][0]["advantage"] == untrained[0]["advantage"]  # grpo: the episode's, every turn

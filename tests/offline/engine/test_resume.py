@@ -19,8 +19,8 @@ STEPS, EVERY, STOP = 9, 3, 7  # checkpoints after steps 3 and 6; stopped after s
 
 # one preset per kind of state a step carries to the next: none beyond the shared ones (grpo), a replay buffer
 # (rorecomp), partial rollouts (april), a control stage's estimates (xrpo, dars, mopps), a learned predictor (arrol),
-# an objective's averaged proximal policy (ppo-ewma)
-METHODS = ["grpo", "rorecomp", "april", "xrpo", "dars", "mopps", "arrol", "ppo-ewma"]
+# an objective's averaged proximal policy (ppo-ewma), an advantage stage's estimator trained online (spa-rl)
+METHODS = ["grpo", "rorecomp", "april", "xrpo", "dars", "mopps", "arrol", "trace", "ppo-ewma", "spa-rl"]
 METHODS_ALL = method_names()
 
 

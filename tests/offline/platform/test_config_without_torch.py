@@ -76,7 +76,10 @@ def test_it_validates_every_preset_and_previews_a_prompt_without_importing_torch
 
 
 def test_an_unknown_component_lists_the_declared_ones(web_process):
-    valid = "ace, d3s, drpo, gdpo, gigpo, group-mean, group-median, grpo-lambda, leave-one-out, outcome-explore, xrpo"
+    valid = (
+        "ace, d3s, drpo, gated-rewards, gdpo, gigpo, group-mean, group-median, grpo-lambda, hgpo, leave-one-out, "
+        "outcome-explore, salt, spa-rl, treeps, xrpo"
+    )
     assert web_process["errors"]["unknown component"]["fields"] == {
         "advantage.name": f"unknown advantage estimator 'median-ish'; valid: {valid}"
     }

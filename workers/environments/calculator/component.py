@@ -74,7 +74,7 @@ class CalculatorEpisode:
         except CalculatorError as error:
             value, well_formed = f"error: {error}", False
         self.results.append(value)
-        return Turn("" if last else f"<result>{value}</result>", 0.0, last, self.state(), well_formed)
+        return Turn("" if last else f"<result>{value}</result>", 0.0, last, self.state(), well_formed, action=call)
 
     def state(self) -> str:
         return "|".join(self.results)

@@ -1,5 +1,5 @@
 """What the advantage stage's declarations share (no torch here): the group normalisation's knobs, and the
-check of a component that treats one reward function apart."""
+check of a component that treats one reward function apart, and that of one that groups the turns of episodes."""
 
 from __future__ import annotations
 
@@ -40,3 +40,12 @@ def check_reward_part(cfg, knob: str, method: str) -> None:
         )
     if len(weights) < 2:
         raise ValueError(f"advantage.{knob}: {method} needs a reward besides '{name}' in reward.weights")
+
+
+def check_environment(cfg, method: str) -> None:
+    """A component that groups the turns of episodes needs an environment that plays them out turn by turn."""
+    if cfg.environment.name == "none":
+        raise ValueError(
+            f"environment.name: advantage {method} groups the turns of multi-turn episodes; choose an environment "
+            "(e.g. calculator)"
+        )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from workers.pipeline.advantage.shared import NormalizationKnobs
+from workers.pipeline.advantage.shared import NormalizationKnobs, check_environment
 from workers.registry import Checked, Component
 
 
@@ -29,11 +29,7 @@ class GiGPOKnobs(NormalizationKnobs):
 
 
 def check(cfg) -> None:
-    if cfg.environment.name == "none":
-        raise ValueError(
-            "environment.name: advantage gigpo groups the turns of multi-turn episodes; choose an environment "
-            "(e.g. calculator)"
-        )
+    check_environment(cfg, "gigpo")
 
 
 COMPONENT = Component(
