@@ -582,11 +582,14 @@ class RunConfig(Section):
 
     @model_validator(mode="after")
     def _components_fit_the_run(self) -> RunConfig:
-        """A component whose knobs depend on other sections declares a check of them (`check(cfg)`)."""
+        """A component whose knobs depend on other sections declares a check of them (`check(cfg)`): the pipeline
+        stages' components and the environment (which may play only its own task's problems)."""
+        from workers.environments import ENVIRONMENTS
         from workers.pipeline import STAGES
 
-        for stage, registry in STAGES.items():
-            check = registry.declaration(getattr(self, stage).name).check
+        registries = {**STAGES, "environment": ENVIRONMENTS}
+        for section, registry in registries.items():
+            check = registry.declaration(getattr(self, section).name).check
             if check is not None:
                 check(self)
         return self

@@ -47,13 +47,22 @@ def maj_at_k(task, example, completions: list[str], k: int) -> float:
     return float(np.mean([majority_correct(task, example, block) for block in blocks]))
 
 
-def score_eval(task, examples, greedy: list[str], sampled: list[str], n: int, k: int) -> dict[str, float]:
-    """Mean pass@1 over the greedy completions (one per example); pass@k and maj@k over n samples per example."""
+def score_eval(task, examples, greedy: list[str], sampled: list[str], n: int, k: int,
+               solved: tuple[list[bool], list[bool]] | None = None) -> dict[str, float]:  # fmt: skip
+    """Mean pass@1 over the greedy completions (one per example); pass@k and maj@k over n samples per example.
+
+    `solved`: for episodes, whether the environment said each greedy and each sampled episode was solved (the
+    correctness of an episode, which its last turn alone may not show: a puzzle is solved by its moves); maj@k
+    still votes on the answers the last turns commit to."""
+    greedy_correct, sampled_correct = solved or (
+        [task.is_correct(e, text) for e, text in zip(examples, greedy)],
+        [task.is_correct(examples[i // n], text) for i, text in enumerate(sampled)],
+    )
     pass1, passk, majk = [], [], []
     for i, example in enumerate(examples):
-        pass1.append(task.is_correct(example, greedy[i]))
+        pass1.append(greedy_correct[i])
         group = sampled[i * n : (i + 1) * n]
-        passk.append(pass_at_k(n, sum(task.is_correct(example, text) for text in group), k))
+        passk.append(pass_at_k(n, sum(sampled_correct[i * n : (i + 1) * n]), k))
         majk.append(maj_at_k(task, example, group, k))
     return {
         metric.PASS_AT_1: float(np.mean(pass1)),
@@ -83,28 +92,32 @@ class Evaluator:
         e, max_new = self.cfg.eval, self.cfg.rollout.max_new_tokens
         generator = torch.Generator(self.device).manual_seed(self.cfg.seed * 1_000_003 + step)
         with progress.phase("evaluating", total=len(examples) * (1 + e.n), unit="completions") as evaluating:
-            greedy = self.texts(examples, 1, SamplingParams(max_new, 0.0), generator, evaluating)
-            sampled = self.texts(examples, e.n, SamplingParams(max_new, e.temperature), generator, evaluating)
-        return score_eval(self.task, examples, greedy, sampled, e.n, e.k)
+            greedy, greedy_solved = self.texts(examples, 1, SamplingParams(max_new, 0.0), generator, evaluating)
+            sampled, sampled_solved = self.texts(examples, e.n, SamplingParams(max_new, e.temperature), generator,
+                                                 evaluating)  # fmt: skip
+        solved = (greedy_solved, sampled_solved) if self.environment is not None else None
+        return score_eval(self.task, examples, greedy, sampled, e.n, e.k, solved)
 
     def texts(self, examples, n: int, params: SamplingParams, generator, evaluating: progress.Phase,
-              rows_per_call: int = 1024) -> list[str]:  # fmt: skip
+              rows_per_call: int = 1024) -> tuple[list[str], list[bool]]:  # fmt: skip
+        """n completions per example; with an environment, each episode's last turn and whether it was solved."""
         prompts = [self.policy.encode_prompt(e.prompt) for e in examples]
         per_call, backend = max(1, rows_per_call // n), self.backends.evaluator()
-        texts = []
+        texts, solved = [], []
         for start in range(0, len(prompts), per_call):
             stopping.checkpoint()
             chunk = prompts[start : start + per_call]
             if self.environment is None:
                 texts += self.policy.decode_completions(backend.generate(chunk, n, params, generator))
             else:
-                texts += self.final_turns(examples[start : start + per_call], chunk, n, params, generator, backend)
+                records = self.episodes(examples[start : start + per_call], chunk, n, params, generator, backend)
+                texts += [record.final_turn for record in records]
+                solved += [record.solved for record in records]
             evaluating.advance(len(chunk) * n)
-        return texts
+        return texts, solved
 
-    def final_turns(self, examples, prompts, n: int, params: SamplingParams, generator, backend) -> list[str]:
-        """Each episode's last turn (the answer the task's verifier reads), n episodes per example."""
+    def episodes(self, examples, prompts, n: int, params: SamplingParams, generator, backend) -> list:
+        """n episodes per example: their records (the last turn, the answer the task reads, and whether solved)."""
         sampler = Sampler(self.policy, backend, generator)
         sizes, limits = [n] * len(prompts), [params.max_new_tokens] * len(prompts)
-        episodes = run_episodes(sampler, self.environment, examples, prompts, sizes, params, limits)
-        return [episode.final_turn for episode in episodes.records]
+        return run_episodes(sampler, self.environment, examples, prompts, sizes, params, limits).records

@@ -107,7 +107,7 @@ def test_switching_a_stage_component_sends_only_that_components_knobs(alice_clie
 
 def test_the_task_model_and_executor_show_each_knob_with_the_kinds_that_own_it(alice_client):
     page = alice_client.get("/runs/launch/").content.decode()
-    assert 'data-switch="task.name" data-kinds="arith chain countdown jsonl parquet word-problems"' in page
+    assert 'data-switch="task.name" data-kinds="arith chain countdown grid jsonl lookup parquet word-problems"' in page
     assert (
         'data-switch="model.name" data-kinds="tiny smollm2-135m-instruct pretrained" data-other-kind="pretrained"'
         in page

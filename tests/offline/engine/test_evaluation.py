@@ -56,6 +56,15 @@ def test_eval_metrics_on_a_stub_task_with_known_answers():
     assert scores["eval/maj@k"] == pytest.approx((1 / 2 + 1 / 2 + 0) / 3)
 
 
+def test_an_episodes_correctness_is_the_environments_solved_not_its_last_turns_text():
+    # a puzzle is solved by its moves: its last turn alone ("R") is no answer the task's verifier would take
+    solved_greedy, solved_sampled = [False, True, True], [True, False, False, False] * 3
+    scores = score_eval(StubTask(), EXAMPLES, GREEDY, SAMPLED, n=4, k=2, solved=(solved_greedy, solved_sampled))
+    assert scores["eval/pass@1"] == pytest.approx(2 / 3)  # examples b and c, whatever the texts say
+    assert scores["eval/pass@k"] == pytest.approx(1 - math.comb(3, 2) / math.comb(4, 2))  # 1 of 4 solved each
+    assert scores["eval/maj@k"] == pytest.approx((1 / 2 + 1 / 2 + 0) / 3)  # votes are still on the answers
+
+
 class ScriptedBackend:
     """Returns fixed completions instead of sampling: the evaluation's arithmetic is what is tested."""
 

@@ -216,9 +216,10 @@ def test_a_forked_episode_plays_on_from_the_same_board_on_its_own():
     assert fork.step("RR\n").solved and episode.step("L\n").done  # each at its own third turn
 
 
-def test_the_grid_environment_refuses_another_task():
-    with pytest.raises(ConfigError, match="task.name to grid"):
-        ENVIRONMENTS.get("grid")(GridKnobs(), build_task(small_config()))
+def test_the_grid_environment_refuses_another_task_when_the_config_is_read():
+    with pytest.raises(ConfigError, match="task.name to grid") as refused:
+        small_config(environment={"name": "grid"})  # the default task: arith
+    assert set(refused.value.fields) == {"environment.name"}
 
 
 def test_the_warm_up_plays_a_share_of_its_solutions_as_episodes_with_the_real_boards():

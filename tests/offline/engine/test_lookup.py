@@ -216,12 +216,12 @@ def test_the_turn_limit_ends_an_episode_that_keeps_searching():
 
 def test_the_environment_needs_the_lookup_task_and_turns_for_every_hop():
     check = ENVIRONMENTS.declaration("lookup").check
-    with pytest.raises(ValueError, match="set task.name lookup"):
-        check(small_config(environment={"name": "lookup"}))  # the default task: arith
+    with pytest.raises(ConfigError, match="set task.name lookup"):  # when the config is read
+        small_config(environment={"name": "lookup"})  # the default task: arith
     with pytest.raises(ValueError, match="set task.name lookup"):
         ENVIRONMENTS.get("lookup")(LookupEnvironmentKnobs(), build_task(small_config()))
-    with pytest.raises(ValueError, match="at least 4"):
-        check(small_config(task={"name": "lookup", "hops": 3}, environment={"name": "lookup", "max_turns": 3}))
+    with pytest.raises(ConfigError, match="at least 4"):
+        small_config(task={"name": "lookup", "hops": 3}, environment={"name": "lookup", "max_turns": 3})
     check(small_config(task={"name": "lookup", "hops": 3}, environment={"name": "lookup", "max_turns": 4}))
 
 

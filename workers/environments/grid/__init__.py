@@ -48,4 +48,9 @@ class GridKnobs(EpisodeKnobs):
     )
 
 
-COMPONENT = Component("grid", "component:Grid", knobs=GridKnobs)
+def check(cfg) -> None:
+    if cfg.task.name != "grid":
+        raise ValueError("environment.name: grid plays the grid task's puzzles; set task.name to grid")
+
+
+COMPONENT = Component("grid", "component:Grid", knobs=GridKnobs, check=check)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 
 from workers.environments.base import Turn
-from workers.errors import ConfigError
 from workers.tasks import Example
 from workers.tasks.grid import Board, State, parse, play, read_moves
 
@@ -19,9 +18,6 @@ class Grid:
     stop_strings = ("\n",)
 
     def __init__(self, knobs, task):
-        if getattr(task, "name", None) != "grid":
-            message = "environment.name: grid plays the grid task's puzzles; set task.name to grid"
-            raise ConfigError(message, {"environment.name": message})
         self.max_turns, self.max_episode_tokens = knobs.max_turns, knobs.max_episode_tokens
         self.box_reward, self.step_penalty = knobs.box_reward, knobs.step_penalty
         self.end_at_deadlock, self.demonstrated_turns = knobs.end_at_deadlock, knobs.demonstrated_turns
