@@ -53,7 +53,7 @@ def test_stopping_the_embedded_server_queues_its_run_and_the_next_start_resumes_
     issued = subprocess.run([sys.executable, "manage.py", "issue_token", "erin"], cwd=ROOT, env=env,
                             capture_output=True, text=True, check=True)  # fmt: skip
     token = issued.stdout.strip().splitlines()[-1]
-    config = small_config(schedule={"steps": 100_000, "checkpoint_every": 3}).model_dump(mode="json")
+    config = small_config(schedule={"steps": 100_000, "checkpoint_every": 5}).model_dump(mode="json")
 
     def api(url, method, path, body=None):
         headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
@@ -73,7 +73,7 @@ def test_stopping_the_embedded_server_queues_its_run_and_the_next_start_resumes_
 
     server, url = serve_embedded(tmp_path, env)
     run_id = api(url, "POST", "/api/runs", {"config": config, "name": "long"})["id"]
-    wait_for(url, run_id, lambda r: r["step"] >= 4, "the run to pass its first checkpoint")
+    wait_for(url, run_id, lambda r: r["step"] >= 12, "the run to pass its second checkpoint")
     stopped_at = time.time()
     stop_embedded(server, tmp_path, timeout=60)
     assert time.time() - stopped_at < 60
@@ -85,8 +85,8 @@ def test_stopping_the_embedded_server_queues_its_run_and_the_next_start_resumes_
         assert first["outcome"] == "lost" and "the server stopped at step" in first["reason"], first
         stopped_step = int(first["reason"].split("step ")[1].split(";")[0])
         resumed = run["attempts"][1]["resumed_from_step"]
-        assert resumed is not None and stopped_step - 3 <= resumed <= stopped_step and resumed % 3 == 0
-        wait_for(url, run_id, lambda r: r["step"] > stopped_step, "the resumed run to step on")
+        assert resumed is not None and stopped_step - 5 <= resumed <= stopped_step and resumed % 5 == 0
+        wait_for(url, run_id, lambda r: r["step"] > stopped_step + 2, "the resumed run to step on")
         api(url, "POST", f"/api/runs/{run_id}/cancel")
         wait_for(url, run_id, lambda r: r["state"] == "cancelled", "the cancel")
     finally:
