@@ -6,6 +6,7 @@ tokens, and keeps which of them the policy wrote.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -51,3 +52,12 @@ class Environment(Protocol):
         """The tiny model's warm-up (prompt, target) pairs with some targets written as whole episodes (the turns
         and the observations), so that the policy starts out knowing the environment's format."""
         ...
+
+
+def last_call(turn: str, call: re.Pattern) -> str | None:
+    """What the turn's last closed call (a match of `call`, its argument group 1) holds, if the turn ends with it:
+    what a stop at the call's closing tag leaves. A turn that goes on after its call, or has none, is an answer."""
+    calls = list(call.finditer(turn))
+    if not calls or turn[calls[-1].end() :].strip():
+        return None
+    return calls[-1].group(1)

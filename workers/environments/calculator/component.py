@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from workers.environments.base import Turn
+from workers.environments.base import Turn, last_call
 from workers.tasks import Example
 
 CALL = re.compile(r"<calc>(.*?)</calc>", re.DOTALL)
@@ -64,7 +64,7 @@ class CalculatorEpisode:
     def step(self, turn: str) -> Turn:
         self.turns += 1
         last = self.turns >= self.environment.max_turns
-        call = last_call(turn)
+        call = last_call(turn, CALL)
         if call is None:  # no closed call: the answer
             well_formed = OPEN not in turn
             solved = well_formed and self.environment.task.is_correct(self.example, turn)
@@ -78,14 +78,6 @@ class CalculatorEpisode:
 
     def state(self) -> str:
         return "|".join(self.results)
-
-
-def last_call(turn: str) -> str | None:
-    """The expression of the turn's last closed call, if the turn ends with it (what a stop at </calc> leaves)."""
-    calls = list(CALL.finditer(turn))
-    if not calls or turn[calls[-1].end() :].strip():
-        return None
-    return calls[-1].group(1)
 
 
 def evaluate(expression: str, max_chars: int) -> Fraction:

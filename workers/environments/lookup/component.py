@@ -8,7 +8,7 @@ from collections import Counter
 
 import numpy as np
 
-from workers.environments.base import Turn
+from workers.environments.base import Turn, last_call
 from workers.environments.lookup import requirements
 from workers.tasks import Example
 from workers.tasks.lookup import World, normalized
@@ -99,7 +99,7 @@ class LookupEpisode:
     def step(self, turn: str) -> Turn:
         self.turns += 1
         last = self.turns >= self.environment.max_turns
-        query = last_call(turn)
+        query = last_call(turn, CALL)
         if query is None:  # no closed call: the answer
             well_formed = OPEN not in turn
             solved = well_formed and self.environment.task.is_correct(self.example, turn)
@@ -120,14 +120,6 @@ class LookupEpisode:
     def state(self) -> str:
         """The pages retrieved so far, by id: equal whatever queries found them, in whatever order."""
         return ",".join(str(page) for page in sorted(self.read))
-
-
-def last_call(turn: str) -> str | None:
-    """The query of the turn's last closed call, if the turn ends with it (what a stop at </search> leaves)."""
-    calls = list(CALL.finditer(turn))
-    if not calls or turn[calls[-1].end() :].strip():
-        return None
-    return calls[-1].group(1)
 
 
 def words(text: str) -> list[str]:
