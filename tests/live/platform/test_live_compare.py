@@ -14,7 +14,7 @@ from tests.live.platform.test_live_runs import log_in
 pytestmark = pytest.mark.timeout(600)
 
 SMALL = {"model.hidden_size": "32", "model.heads": "2", "model.layers": "2", "model.warmup_steps": "150",
-         "task.operands": "2", "eval.size": "16", "eval.every": "10", "schedule.steps": "120",
+         "task.operands": "2", "eval.size": "16", "eval.every": "10", "schedule.steps": "80",
          "rollout.prompts_per_step": "8", "schedule.minibatches": "1"}  # fmt: skip
 
 

@@ -1,9 +1,9 @@
 """A run survives its worker, end to end, on a PostgreSQL, a Redis and a storage root of this module's own.
 
-`kill -9` of the Celery worker (its parent and its child, the whole process group) when a 250-step CPU run has
+`kill -9` of the Celery worker (its parent and its child, the whole process group) when a 150-step CPU run has
 stored step 60, its message redelivered by the broker, then a new worker started: the redelivered message starts
 nothing, the monitor re-queues the run, the new worker resumes it from its last checkpoint, and the run finishes
-`succeeded` with 250 steps, every metric point, sample and group outcome stored exactly once, its two attempts
+`succeeded` with 150 steps, every metric point, sample and group outcome stored exactly once, its two attempts
 listed, and a metric stream that the platform's own Verify (a rerun of the same config, compared point by point)
 finds identical to an undisturbed run's. And a run its user cancelled at step 30 and resumed through the API
 goes on from its checkpoint and ends the same way.
@@ -27,7 +27,7 @@ from tests.support.platform_fixtures import SMALL_RUN
 from tests.support.throwaway import Postgres, Redis
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
-STEPS, KILL_AT = 250, 60
+STEPS, KILL_AT = 150, 60
 RUN = {
     **SMALL_RUN,
     "rollout": {"group_size": 2, "prompts_per_step": 2, "max_new_tokens": 4},

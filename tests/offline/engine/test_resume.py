@@ -22,11 +22,14 @@ STEPS, EVERY, STOP = 9, 3, 7  # checkpoints after steps 3 and 6; stopped after s
 # an objective's averaged proximal policy (ppo-ewma), an advantage stage's estimator trained online (spa-rl)
 METHODS = ["grpo", "rorecomp", "april", "xrpo", "dars", "mopps", "arrol", "trace", "ppo-ewma", "spa-rl"]
 METHODS_ALL = method_names()
+# and april's pool of episodes (the environments' state pickled with it), beside its pool of completions
+CASES = [(method, None) for method in METHODS] + [("april", "calculator")]
 
 
-def config(method: str, **schedule):
+def config(method: str, environment: str | None = None, **schedule):
+    sections = {"environment": {"name": environment}} if environment else {}
     return small_config(method=method, schedule={"steps": STEPS, "checkpoint_every": EVERY, **schedule},
-                        eval={"every": 3})  # fmt: skip
+                        eval={"every": 3}, **sections)  # fmt: skip
 
 
 def deterministic(rows: list[dict]) -> list[dict]:
@@ -37,17 +40,19 @@ def data_stream(directory) -> dict:
     return json.loads((directory / "data_stream.json").read_text())
 
 
-@pytest.mark.parametrize("method", METHODS)
-def test_a_run_resumed_from_its_checkpoint_reports_what_the_undisturbed_run_reports(method, tmp_path):
+@pytest.mark.parametrize(("method", "environment"), CASES)
+def test_a_run_resumed_from_its_checkpoint_reports_what_the_undisturbed_run_reports(method, environment, tmp_path):
     whole, cut = MemoryReporter(), MemoryReporter(stop_after=1 + STOP)  # the evaluation at step 0, then 7 steps
-    assert Trainer(config(method), whole, artifacts_dir=tmp_path / "whole").run() == "succeeded"
-    assert Trainer(config(method), cut, artifacts_dir=tmp_path / "cut").run() == "cancelled"
+    assert Trainer(config(method, environment), whole, artifacts_dir=tmp_path / "whole").run() == "succeeded"
+    assert Trainer(config(method, environment), cut, artifacts_dir=tmp_path / "cut").run() == "cancelled"
     point = checkpoint.latest_checkpoint(tmp_path / "cut")
     assert point is not None and point.step == 6  # only the newest is kept
     assert [p.name for p in (tmp_path / "cut" / checkpoint.DIRECTORY).iterdir()] == [point.path.name]
 
     resumed = MemoryReporter()
-    assert Trainer(config(method), resumed, artifacts_dir=tmp_path / "cut").run(resume=point) == "succeeded"
+    assert (
+        Trainer(config(method, environment), resumed, artifacts_dir=tmp_path / "cut").run(resume=point) == "succeeded"
+    )
     assert [row["step"] for row in resumed.metric_rows] == [7, 8, 9]  # the evaluation at 9 is in its step's row
     assert deterministic(resumed.metric_rows) == deterministic(whole.metric_rows[-3:])
     assert [r for r in resumed.sample_rows] == [r for r in whole.sample_rows if r["step"] > 6]

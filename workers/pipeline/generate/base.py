@@ -34,6 +34,11 @@ def episode_groups(ctx: StageContext, examples, sizes, prompt_ids, params, limit
 
     sampler = Sampler(ctx.policy, ctx.backend, ctx.generator)
     episodes = run_episodes(sampler, ctx.environment, examples, prompt_ids, sizes, params, limits)
+    return episode_batch(ctx, examples, sizes, prompt_ids, episodes)
+
+
+def episode_batch(ctx: StageContext, examples, sizes, prompt_ids, episodes) -> RolloutBatch:
+    """A RolloutBatch of `episodes` (rows group by group, sizes[g] of examples[g]): the observations out of the loss."""
     batch = decoded_batch(ctx, examples, sizes, prompt_ids, episodes.generations)
     batch.policy_tokens, batch.episodes = episodes.policy_tokens, episodes.records
     batch.decoded_tokens = float(episodes.decoded)  # the observations were written, not decoded

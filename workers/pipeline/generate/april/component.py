@@ -6,6 +6,11 @@ asks for more groups than the step trains on, stops generating as soon as the st
 groups is finished, and keeps every unfinished completion, with its tokens and sampler
 log-probabilities, to continue from where it stopped in a later step. Nothing is discarded.
 
+Multi-turn episodes (an environment) are pooled the same way at the grain of a turn (workers/environments/pool.py):
+the step stops after the turn at which its number of groups is over, and an episode still going is carried over at
+its turn boundary with its environment's state, to take its next turn in a later step. So a short episode never
+waits for the longest one of its batch (generate.check_every does not apply: the check is after every turn).
+
 A group is finished when every one of its completions has ended (end-of-sequence or its length
 limit); groups are returned whole, since their advantages are relative to the group. Carried
 groups come first in the next step's pool, so none waits for ever; finished groups beyond the
@@ -19,8 +24,11 @@ from dataclasses import dataclass
 
 import torch
 
+from workers.environments.episodes import Sampler
+from workers.environments.pool import EpisodePool, PooledEpisodes
 from workers.pipeline.batch import RolloutBatch
 from workers.pipeline.generate.april import APRILKnobs
+from workers.pipeline.generate.base import episode_batch
 from workers.pipeline.stages import Budget, GenerateStage, StageContext
 from workers.rollout import Generations, Partial, Prefix, SamplingParams, StopRule
 from workers.tasks import Example
@@ -56,7 +64,8 @@ class ActivePartialRollouts(GenerateStage):
 
     Knobs: generate.oversample, generate.check_every. Reports pipeline/generate/carried_groups
     (groups left in the pool for later steps), pipeline/generate/resumed_rows (completions
-    continued from a stored prefix), pipeline/generate/stopped_rows, pipeline/generate/decoded_tokens.
+    continued from a stored prefix), pipeline/generate/stopped_rows, pipeline/generate/decoded_tokens;
+    of episodes, pipeline/generate/turn_calls (turns generated: calls of the backend) in place of stopped_rows.
     """
 
     Knobs = APRILKnobs
@@ -64,9 +73,12 @@ class ActivePartialRollouts(GenerateStage):
     def __init__(self, cfg):
         self.oversample, self.check_every = cfg.generate.oversample, cfg.generate.check_every
         self.pool: list[PooledGroup] = []  # carried groups, oldest first
+        self.episode_pool = EpisodePool()  # the same, of multi-turn episodes
         self.last: dict[str, float] = {}
 
     def __call__(self, ctx: StageContext, examples: list[Example], budget: Budget) -> RolloutBatch:
+        if ctx.environment is not None:
+            return self.episodes(ctx, examples, budget)
         wanted = len(examples)
         self.pool += self.new_groups(ctx, examples, budget)
         top_up = math.ceil(self.oversample * wanted) - len(self.pool)
@@ -178,6 +190,42 @@ class ActivePartialRollouts(GenerateStage):
         batch.versions = torch.tensor([g.born_version for g, _ in rows], dtype=torch.long)
         batch.decoded_tokens = self.last["pipeline/generate/decoded_tokens"]
         return batch
+
+    def episodes(self, ctx: StageContext, examples: list[Example], budget: Budget) -> RolloutBatch:
+        """The step's groups of episodes: the first `len(examples)` groups of the pool to be over, after the turn at
+        which they were; the pool topped up with new groups first, as for completions."""
+        wanted, pool = len(examples), self.episode_pool
+        pool.start(self.new_episode_groups(ctx, examples, budget))
+        top_up = math.ceil(self.oversample * wanted) - len(pool.groups)
+        if top_up > 0 and ctx.draw is not None:
+            pool.start(self.new_episode_groups(ctx, *ctx.draw(top_up)))
+        params = SamplingParams(budget.max_new_tokens, ctx.temperature, ctx.top_p, ctx.top_k)
+        finished = pool.play(Sampler(ctx.policy, ctx.backend, ctx.generator), ctx.environment, params, wanted)
+        groups = finished.groups
+        batch = episode_batch(ctx, [g.example for g in groups], [g.size for g in groups],
+                              [g.prompt_ids for g in groups], finished.episodes)  # fmt: skip
+        batch.born_step = min([g.step for g in groups], default=ctx.step)
+        batch.versions = torch.tensor([g.version for g in groups for _ in range(g.size)], dtype=torch.long)
+        batch.notes = [
+            {"generate": f"begun at step {g.step}, carried {g.continued}x" if g.continued else "sampled"}
+            for g in groups
+            for _ in range(g.size)
+        ]
+        self.last = {
+            "pipeline/generate/carried_groups": float(finished.carried),
+            "pipeline/generate/resumed_rows": float(finished.resumed),
+            "pipeline/generate/turn_calls": float(finished.turns),
+            "pipeline/generate/decoded_tokens": float(finished.decoded),
+        }
+        return batch
+
+    @staticmethod
+    def new_episode_groups(ctx: StageContext, examples: list[Example], budget: Budget) -> list[PooledEpisodes]:
+        sizes, limits = budget.sizes(len(examples)), budget.limits(len(examples))
+        return [
+            PooledEpisodes(e, ctx.policy.encode_prompt(e.prompt), limit, size, ctx.step, ctx.version)
+            for e, size, limit in zip(examples, sizes, limits)
+        ]
 
     def metrics(self) -> dict[str, float]:
         return dict(self.last)

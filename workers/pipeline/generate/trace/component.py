@@ -33,7 +33,7 @@ import torch
 
 from workers.environments.episodes import EpisodeRecord, Forest, Sampler
 from workers.pipeline.batch import RolloutBatch
-from workers.pipeline.generate.base import decoded_batch
+from workers.pipeline.generate.base import episode_batch
 from workers.pipeline.generate.trace import TraceKnobs
 from workers.pipeline.stages import Budget, GenerateStage, StageContext
 from workers.rollout import SamplingParams
@@ -131,9 +131,8 @@ class TreeRolloutAllocation(GenerateStage):
                          sum(sizes) - sum(map(len, roots)))  # fmt: skip
         groups = self.continue_anchors(forest, roots, anchors, given)
         episodes = forest.episodes([r for rows in groups for r in rows])
-        batch = decoded_batch(ctx, examples, [len(rows) for rows in groups], prompt_ids, episodes.generations)
-        batch.policy_tokens, batch.episodes = episodes.policy_tokens, episodes.records
-        batch.decoded_tokens = float(episodes.decoded)  # a shared prefix was generated once
+        # decoded_tokens: a shared prefix was generated once
+        batch = episode_batch(ctx, examples, [len(rows) for rows in groups], prompt_ids, episodes)
         batch.attached[PROMPT_LOGIT] = torch.tensor([priors[g] for g, rows in enumerate(groups) for _ in rows],
                                                     dtype=torch.float64)  # fmt: skip
         for g, rows in enumerate(groups):

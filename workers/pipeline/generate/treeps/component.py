@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from workers.environments.episodes import Forest, Sampler
 from workers.pipeline.batch import RolloutBatch
-from workers.pipeline.generate.base import decoded_batch
+from workers.pipeline.generate.base import episode_batch
 from workers.pipeline.generate.treeps import TreePSKnobs
 from workers.pipeline.stages import Budget, GenerateStage, StageContext
 from workers.rollout import SamplingParams
@@ -71,9 +71,7 @@ class TreeRollouts(GenerateStage):
             trees = [self.branch(forest, g, tree, sizes[g], levels_left, counts) for g, tree in enumerate(trees)]
         forest.advance([r for tree in trees for r in tree])
         episodes = forest.episodes([r for tree in trees for r in tree])
-        batch = decoded_batch(ctx, examples, sizes, prompt_ids, episodes.generations)
-        batch.policy_tokens, batch.episodes = episodes.policy_tokens, episodes.records
-        batch.decoded_tokens = float(episodes.decoded)  # a shared prefix was generated once
+        batch = episode_batch(ctx, examples, sizes, prompt_ids, episodes)  # decoded_tokens: shared prefixes once
         batch.note("generate", f"a leaf of a tree of {self.roots} roots")
         policy = float(episodes.policy_tokens.sum())
         self.last = {
