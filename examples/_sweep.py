@@ -6,7 +6,7 @@ holds a succeeded run is not run again, so an interrupted sweep picks up where i
 `--only TEXT` runs the variants whose label contains TEXT (a part now, the rest later). Per variant
 it prints held-out pass@1 (the mean of the last three evals) as IQM with its 95% stratified-bootstrap
 interval, the rollout tokens spent, the tokens until pass@1 first reached --target, and the
-observable averaged over the steps.
+observable averaged over each run's steps (IQM over the runs, with its interval).
 """
 
 from __future__ import annotations
@@ -59,6 +59,12 @@ def summarize(rows: list[dict], observable: str, target: float) -> dict[str, flo
     }
 
 
+def with_interval(values: np.ndarray) -> str:
+    """IQM [95% stratified-bootstrap interval] of (runs, 1) values."""
+    low, high = interval(values, iqm)
+    return f"{iqm(values):.3f} [{low:.3f}, {high:.3f}]"
+
+
 def print_diagnostics(results_rows: dict[str, list[list[dict]]], names: list[str]) -> None:
     """Per variant and metric: the mean over every logged step of every seed, and the range the steps spanned."""
     print("\n| variant | " + " | ".join(f"`{n}` mean [step min, step max]" for n in names) + " |")
@@ -105,8 +111,8 @@ def main(
         to_target = " / ".join("never" if np.isnan(t) else f"{t / 1e3:.0f} k" for t in reached)
         seeds = " / ".join(f"{r['final']:.3f}" for r in rows)
         tokens = np.mean([r["tokens"] for r in rows]) / 1e3
-        observed = np.mean([r["observed"] for r in rows])  # nan: the variant never writes it (e.g. the base)
-        shown = "—" if np.isnan(observed) else f"{observed:.3f}"
+        observed = np.array([[r["observed"]] for r in rows])  # nan: the variant never writes it (e.g. the base)
+        shown = "—" if np.isnan(observed).any() else with_interval(observed)
         print(
             f"| {name} | {rows[0]['start']:.3f} | {iqm(finals):.3f} [{low:.3f}, {high:.3f}] | {seeds} | "
             f"{tokens:.0f} k | {to_target} | `{variants[name][1]}` {shown} |"

@@ -51,8 +51,7 @@ class Finished:
     """The groups a step trains on, their episodes (rows group by group), and what the step's generation did."""
 
     groups: list[PooledEpisodes]
-    episodes: Episodes
-    decoded: int  # tokens the policy generated this step, in every group played (the carried ones' too)
+    episodes: Episodes  # .decoded: the tokens the policy generated this step, in every group played
     turns: int  # turns generated, each a call of the backend over the episodes still going
     resumed: int  # rows that went on from a turn of an earlier step
     carried: int  # groups left in the pool
@@ -83,7 +82,8 @@ class EpisodePool:
         for pooled in self.groups:
             pooled.continued += 1
         episodes = assembled(sampler, [row for pooled in finished for row in pooled.rows])
-        return Finished(finished, episodes, forest.decoded, forest.turns, resumed, len(self.groups))
+        episodes.decoded = forest.decoded  # not the returned rows' tokens: some were decoded in earlier steps
+        return Finished(finished, episodes, forest.turns, resumed, len(self.groups))
 
     @staticmethod
     def enter(forest: Forest, pooled: PooledEpisodes) -> list[int]:

@@ -122,14 +122,20 @@ def test_no_episode_begun_is_lost_or_trained_twice():
     lengths = [1 + (7 * i) % 5 for i in range(200)]  # 1 to 5 turns
     questions = Questions(lengths)
     returned: list[str] = []
+    decoded, trained_tokens = 0, 0  # tokens the steps say they decoded; the policy tokens of the rows returned
     for step in range(1, 16):
-        batch, _ = generate_step(trainer, step, questions)
+        batch, seen = generate_step(trainer, step, questions)
         assert batch.num_groups == 2 and batch.group_sizes == [2, 2]
+        assert batch.decoded_tokens == seen["pipeline/generate/decoded_tokens"]
+        decoded += int(seen["pipeline/generate/decoded_tokens"])
+        trained_tokens += int(batch.policy_tokens.sum())
         returned += [e.prompt for e in batch.examples]
         for row, episode in enumerate(batch.episodes):
             assert len(episode.turns) == int(batch.example_of(row).answer)  # played to its end, never cut
     pool = trainer.state.stages.generate.episode_pool
     in_pool = [g.example.prompt for g in pool.groups]
+    # each token counted once, in the step that decoded it: the returned rows' and the pool's rows' policy tokens
+    assert decoded == trained_tokens + sum(sum(row.policy) for g in pool.groups for row in g.rows or ())
     assert len(set(returned)) == len(returned)  # none trained twice
     every_one_drawn = [f"{i}+0=" for i in range(1, questions.drawn + 1)]
     assert sorted(returned + in_pool, key=lambda p: int(p.split("+")[0])) == every_one_drawn

@@ -215,7 +215,7 @@ class ActivePartialRollouts(GenerateStage):
             "pipeline/generate/carried_groups": float(finished.carried),
             "pipeline/generate/resumed_rows": float(finished.resumed),
             "pipeline/generate/turn_calls": float(finished.turns),
-            "pipeline/generate/decoded_tokens": float(finished.decoded),
+            "pipeline/generate/decoded_tokens": float(finished.episodes.decoded),
         }
         return batch
 
