@@ -377,6 +377,27 @@ class ScheduleConfig(Section):
         "against the policy that sampled; recompute makes pi_old the learner's, and the truncated-is objective "
         "weighs each token by pi_old / pi_sampler truncated at objective.is_bound.",
     )
+    rollout_lag: int | None = Field(
+        None,
+        ge=0,
+        le=8,
+        description="Asynchronous runs: how many steps ahead of the learner the rollout thread generates. Unset: "
+        "max_staleness, so a fresh batch is as stale as the bound allows. Below it, the difference is room for "
+        "rows older than a fresh batch to train: groups generate april carried over from earlier steps (long "
+        "episodes), replayed groups.",
+    )
+
+    @model_validator(mode="after")
+    def _lag_within_the_bound(self) -> ScheduleConfig:
+        if self.rollout_lag is not None:
+            if self.max_staleness is None:
+                raise ValueError("rollout_lag is for asynchronous runs: set max_staleness too")
+            if self.rollout_lag > self.max_staleness:
+                raise ValueError(
+                    f"rollout_lag ({self.rollout_lag}) above max_staleness ({self.max_staleness}): every batch "
+                    "would be too stale to train"
+                )
+        return self
 
 
 class EvalConfig(Section):

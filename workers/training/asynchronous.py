@@ -13,10 +13,11 @@ rollout copy after every step (timing/sync_s). With k = max_staleness the pipeli
              then the barrier: the rollout thread's batch is committed, version t is synced.
 
 So batch t is sampled by version max(0, t - 1 - k), and its staleness when it trains, t - 1 minus
-that, is min(t - 1, k). With k = 0 nothing overlaps: step t collects with version t - 1 and then
-trains on it, which is the synchronous trainer's step, and gives its metric stream; the learner's
-own policy then samples (a copy's weights at other addresses may take other vectorised kernel paths
-on some CPUs, and round differently).
+that, is min(t - 1, k). The lag k is schedule.rollout_lag when set (at most max_staleness): below the bound, it
+leaves room for rows older than a fresh batch, such as the groups of episodes generate april carries over, to train.
+With k = 0 nothing overlaps: step t collects with version t - 1 and then trains on it, which is the synchronous
+trainer's step, and gives its metric stream; the learner's own policy then samples (a copy's weights at other
+addresses may take other vectorised kernel paths on some CPUs, and round differently).
 
 Thread safety is by construction, not by locks. The rollout thread runs only Collector.gather
 (control, generate, score, extend, filter) on the rollout copy with the run's data and
@@ -87,7 +88,9 @@ class Pipeline:
     same two halves as the synchronous loop (training/loop.py)."""
 
     def __init__(self, parts: Parts):
-        self.parts, self.cfg, self.lag = parts, parts.cfg, parts.cfg.schedule.max_staleness
+        schedule = parts.cfg.schedule
+        self.parts, self.cfg = parts, parts.cfg
+        self.lag = schedule.max_staleness if schedule.rollout_lag is None else schedule.rollout_lag
         if self.lag == 0:  # nothing overlaps: the learner's own policy samples, as in the synchronous loop
             self.rollout, self.backend = parts.policy, parts.backends.sampler
         else:  # a copy with its own tokenizer too: the learner's evaluates meanwhile (on Ray, this copy's actors do)
@@ -97,7 +100,7 @@ class Pipeline:
         self.version = 0  # the rollout copy's: RL steps its weights have been trained for
         self.collected: deque[Collected] = deque()  # committed, oldest first: batch `trained + 1` comes first
         self.produced = 0  # batches gathered so far
-        self.bound = StalenessBound(self.lag)
+        self.bound = StalenessBound(schedule.max_staleness)  # the lag, or above it: room for carried rows
 
     def steps(self, first: int = 1) -> Iterator[tuple[int, dict[str, float]]]:
         """Every step's number and metrics; an asynchronous run writes no resume checkpoint, so it starts at 1."""

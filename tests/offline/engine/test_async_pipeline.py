@@ -17,6 +17,8 @@ import torch
 
 from tests.conftest import small_config
 from workers import metrics as metric
+from workers.config import load_config
+from workers.errors import ConfigError
 from workers.pipeline.batch import RolloutBatch
 from workers.reporting import MemoryReporter, is_deterministic_metric
 from workers.tasks import Example
@@ -121,6 +123,26 @@ def test_max_staleness_1_trains_each_fresh_batch_one_version_behind():
     assert [row[metric.ASYNC_STALENESS_MEAN] for row in rows] == [0.0, 1.0, 1.0, 1.0]
     assert [row[metric.ASYNC_DROPPED_SAMPLES] for row in rows] == [0.0] * 4
     assert [sorted(set(step)) for step in trainer.trained_staleness] == [[0], [1], [1], [1]]
+
+
+def test_a_rollout_lag_below_the_bound_samples_fresh_batches_that_many_versions_behind():
+    """rollout_lag 1 under max_staleness 2: batch t is sampled by version max(0, t - 2), as with max_staleness 1."""
+    rows, trainer = run(small_config(schedule={"steps": 4, "max_staleness": 2, "rollout_lag": 1}))
+    assert [row[metric.ASYNC_STALENESS_MAX] for row in rows] == [0.0, 1.0, 1.0, 1.0]
+    assert [sorted(set(step)) for step in trainer.trained_staleness] == [[0], [1], [1], [1]]
+
+
+@pytest.mark.parametrize(
+    ("schedule", "message"),
+    [
+        ({"rollout_lag": 1}, "rollout_lag is for asynchronous runs: set max_staleness too"),
+        ({"rollout_lag": 2, "max_staleness": 1}, r"rollout_lag \(2\) above max_staleness \(1\)"),
+    ],
+)
+def test_a_rollout_lag_needs_a_bound_at_or_above_it(schedule, message):
+    with pytest.raises(ConfigError, match=message) as refused:
+        load_config(None, [f"schedule.{knob}={value}" for knob, value in schedule.items()])
+    assert "schedule" in str(refused.value)
 
 
 def test_two_runs_with_the_rollout_thread_give_the_same_stream():

@@ -141,13 +141,14 @@ def test_no_episode_begun_is_lost_or_trained_twice():
     assert sorted(returned + in_pool, key=lambda p: int(p.split("+")[0])) == every_one_drawn
 
 
-@pytest.mark.parametrize("limit", [1, 2])
-def test_through_the_asynchronous_trainer_no_carried_episode_older_than_the_bound_trains(limit):
+@pytest.mark.parametrize(("limit", "lag"), [(1, None), (2, 1)])
+def test_through_the_asynchronous_trainer_no_carried_episode_older_than_the_bound_trains(limit, lag):
     """The real pipeline: the rollout thread plays the pool while the learner trains; a carried group is dropped
-    by the staleness bound once it is more than `limit` versions old, and is never trained on."""
+    by the staleness bound once it is more than `limit` versions old, and is never trained on. A fresh batch is
+    `lag` versions old (unset: the bound), so with the lag below the bound a group carried over once trains."""
     cfg = small_config(method="april", model={"warmup_steps": 0}, eval={"every": 0},
                        rollout={"prompts_per_step": 2, "group_size": 2, "max_new_tokens": 3},
-                       schedule={"steps": 6, "max_staleness": limit})  # fmt: skip
+                       schedule={"steps": 6, "max_staleness": limit, "rollout_lag": lag})  # fmt: skip
     reporter = MemoryReporter()
     trainer = RecordingTrainer(cfg, reporter)
     trainer.collector.environment = CountedTurns(max_turns=6)
@@ -159,8 +160,12 @@ def test_through_the_asynchronous_trainer_no_carried_episode_older_than_the_boun
     assert sum(row["pipeline/generate/resumed_rows"] for row in rows) > 0  # episodes went on in later steps
     assert all(row["pipeline/generate/turn_calls"] < 6 for row in rows)  # no step waited for a 6-turn episode
     assert all(row[metric.ASYNC_STALENESS_MAX] <= limit for row in rows)
-    if limit == 1:  # a group carried over two steps is two versions old at the least: dropped whole
+    trained = [s for step in trainer.trained_staleness for s in step]
+    assert all(0 <= s <= limit for s in trained)
+    if lag is None:  # a fresh batch is `limit` old: a group carried over is older, dropped whole
         assert any(row[metric.ASYNC_DROPPED_SAMPLES] > 0 for row in rows)
-    assert all(0 <= s <= limit for step in trainer.trained_staleness for s in step)
+        assert max(trained) == limit
+    else:  # a fresh batch is `lag` old: a group carried over once is `lag` + 1 and trains
+        assert max(trained) == lag + 1 == limit
     assert all(row[metric.EPISODE_SUCCESS] == 1.0 for row in rows)  # every trained episode played to its end
     assert torch.isfinite(torch.tensor([row["loss/policy"] for row in rows if "loss/policy" in row])).all()
