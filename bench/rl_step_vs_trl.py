@@ -190,7 +190,7 @@ def peer_prompt(policy, question: str):
     prompts = policy.prompts
     if not prompts.chat:
         return prompts.render(question)
-    return chat_messages(prompts.system, prompts.template, prompts.instruction, question)
+    return chat_messages(prompts.system, prompts.template, prompts.instruction, question, prompts.examples)
 
 
 def peer_network(ours, cfg):

@@ -186,7 +186,9 @@ def write_bundle(
 # ------------------------------------------------------------------ reading
 def read_bundle(source, limits: Limits = Limits()) -> Bundle:
     """Open and check a bundle (a path, bytes or a binary file); BundleError names what is wrong."""
-    name = "the bundle" if isinstance(source, bytes | bytearray) else str(getattr(source, "name", None) or source)
+    name = "the bundle"  # bytes, or an upload's file: its repr or a temporary file's descriptor says nothing
+    if isinstance(source, str | Path) or isinstance(getattr(source, "name", None), str):
+        name = str(source if isinstance(source, str | Path) else source.name)
     if isinstance(source, str | Path):
         try:
             with open(source, "rb") as handle:

@@ -101,6 +101,7 @@ ADVANTAGE_LEFT_OUT = "pipeline/advantage/left_out"  # samples the advantage stag
 EPISODE_SUCCESS = "episodes/success"  # share of episodes the environment says were solved
 EPISODE_TURNS = "episodes/turns_mean"  # policy turns per episode
 EPISODE_WELL_FORMED = "episodes/well_formed_turns"  # share of turns in the environment's format
+EPISODE_CALLED = "episodes/well_formed_call"  # share of episodes with a tool call (an action) the environment read
 EPISODE_TRUNCATED = "episodes/truncated"  # share cut by a token limit
 EPISODE_POLICY_TOKENS = "episodes/policy_tokens_mean"  # the policy's tokens per episode (all turns)
 EPISODE_OBSERVATION_TOKENS = "episodes/observation_tokens_mean"  # the environment's tokens per episode

@@ -4,7 +4,9 @@
 
 detect-secrets scans the text with its default plugins and filters (AWS keys, private
 keys, keyword assignments such as `password = "..."`, URLs with a password, tokens of
-known services, and quoted high-entropy strings, which includes quoted hex digests).
+known services, and quoted high-entropy strings, which includes quoted hex digests), and
+the plugins of workers/secret_patterns.py (Hugging Face, OpenAI, Anthropic, GitHub, GitLab
+and this platform's tokens whole, bearer tokens, `SECRET_NAME=value` assignments).
 Every occurrence of a detected value is replaced, wherever it appears in the text; a
 private key's whole body is replaced, from its BEGIN line to its END line, keeping the
 diff's +/-/space prefix of each line so the result still reads as a diff. `count` is the
@@ -15,10 +17,14 @@ from __future__ import annotations
 
 import re
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from detect_secrets import SecretsCollection
-from detect_secrets.settings import default_settings
+from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+from detect_secrets.settings import transient_settings
+
+from workers import secret_patterns
 
 PRIVATE_KEY_TYPE = "Private Key"
 KEY_BLOCK = re.compile(r"(-----BEGIN[A-Z0-9 ]*PRIVATE KEY[A-Z0-9 ]*-----)(.*?)(-----END[A-Z0-9 ]*PRIVATE KEY)", re.S)
@@ -26,14 +32,36 @@ KEY_BODY = re.compile(r"[A-Za-z0-9+/=]{4,}")  # base64 runs beside a BEGIN/END m
 
 
 def detect(text: str) -> list[tuple[int, str, str]]:
-    """(line number, secret type, secret value) of each finding, in line order."""
+    """(line number, secret type, secret value) of each finding, in line order (0: a service token, found
+    wherever it is)."""
     with tempfile.TemporaryDirectory(prefix="rolloutlab-scan-") as folder:
         # a .diff name: detect-secrets picks its generic rules (not those of one language)
         Path(folder, "uncommitted.diff").write_text(text, encoding="utf-8", errors="surrogateescape")
-        with default_settings():
+        with scanning_settings():
             found = SecretsCollection(root=folder)
             found.scan_file("uncommitted.diff")
-    return sorted({(s.line_number, s.type, s.secret_value) for _, s in found if s.secret_value})
+    found = {(s.line_number, s.type, s.secret_value) for _, s in found if s.secret_value}
+    return sorted(found | {(0, kind, token) for kind, token in secret_patterns.service_tokens(text)})
+
+
+@contextmanager
+def scanning_settings():
+    """detect-secrets configured with plugins_used(). Its map of plugin names to classes is cached once made, so
+    it is made again inside (to find ours) and after (to forget them)."""
+    with transient_settings({"plugins_used": plugins_used()}):
+        get_mapping_from_secret_type_to_class.cache_clear()
+        try:
+            yield
+        finally:
+            get_mapping_from_secret_type_to_class.cache_clear()
+
+
+def plugins_used() -> list[dict]:
+    """detect-secrets' own plugins, less those secret_patterns replaces, and secret_patterns' (by file)."""
+    own = [{"name": plugin.__name__} for plugin in get_mapping_from_secret_type_to_class().values()]
+    path = f"file://{Path(secret_patterns.__file__).resolve()}"
+    ours = [{"name": plugin.__name__, "path": path} for plugin in secret_patterns.PLUGINS]
+    return [plugin for plugin in own if plugin["name"] not in secret_patterns.REPLACED] + ours
 
 
 def redact_secrets(text: str) -> tuple[str, int]:

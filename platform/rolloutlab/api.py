@@ -19,6 +19,7 @@ from kombu.exceptions import OperationalError as BrokerError
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
+from ninja.renderers import JSONRenderer
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from rolloutlab import outages
@@ -66,9 +67,27 @@ def refuse_constant(name: str):
     raise UserInputError(f"the body is not valid JSON ({name} is not a JSON number)")
 
 
+class FiniteJsonRenderer(JSONRenderer):
+    """JSON as the standard writes it. A float that is not finite (a mean of values near the largest float, a sum
+    that overflowed) is sent as null: Python would write Infinity or NaN, which no browser's JSON.parse reads."""
+
+    def render(self, request, data, *, response_status):
+        return json.dumps(finite_only(data), cls=self.encoder_class, allow_nan=False, **self.json_dumps_params)
+
+
+def finite_only(data):
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {key: finite_only(value) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return [finite_only(value) for value in data]
+    return data
+
+
 api = NinjaAPI(
     title="Rollout Lab API", version="1", urls_namespace="api", auth=MEMBERS,
-    parser=BoundedJsonParser(), openapi_url="/openapi.json", docs_url="/docs",
+    parser=BoundedJsonParser(), renderer=FiniteJsonRenderer(), openapi_url="/openapi.json", docs_url="/docs",
 )  # fmt: skip
 api.add_router("", runs_router)
 api.add_router("", runs_table_router)

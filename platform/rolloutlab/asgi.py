@@ -17,6 +17,9 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from rolloutlab.execution.monitor import start_monitor  # noqa: E402
 from rolloutlab.outages import SocketOutages  # noqa: E402
 from rolloutlab.runs.routing import websocket_urlpatterns  # noqa: E402
+from rolloutlab.serving import install as bound_request_bodies  # noqa: E402
+
+bound_request_bodies()  # before daphne serves: a body over its route's cap is refused unread, and never parsed
 
 application = ProtocolTypeRouter(
     {

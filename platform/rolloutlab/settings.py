@@ -50,8 +50,10 @@ def database_from_url(url: str) -> dict:
         "PASSWORD": unquote(parsed.password or ""),
         "HOST": parsed.hostname or "",
         "PORT": str(parsed.port or ""),
-        "CONN_MAX_AGE": 60,
-        "CONN_HEALTH_CHECKS": True,
+        # a connection per request, closed at its end, as Django documents for ASGI: each request's database
+        # work runs in a thread of its own, and a persistent connection outlived its thread, unclosed
+        # (tests/live/platform/test_database_connections.py). PgBouncer in front for many short connections.
+        "CONN_MAX_AGE": 0,
     }
 
 
@@ -296,6 +298,12 @@ BUNDLE_MAX_TOTAL_BYTES = envint("BUNDLE_MAX_TOTAL_BYTES", 1024 * 2**20)  # all m
 BUNDLE_MAX_RATIO = envint("BUNDLE_MAX_RATIO", 100)  # decompressed / compressed, for members over 1 MiB
 # Uploads (bundles are the only files uploaded): small ones in memory, others spooled to disk up to
 # BUNDLE_MAX_BYTES and stopped there; form fields stay under Django's DATA_UPLOAD_MAX_MEMORY_SIZE.
+# daphne refuses a body over its route's cap before reading it (rolloutlab/serving.py): the bundle routes take
+# BUNDLE_MAX_BYTES, every other one this much (Django's own cap on a form or JSON body is 2.5 MB)
+REQUEST_MAX_BYTES = envint("REQUEST_MAX_BYTES", 4 * 2**20)
+# an open run socket reads its holder's access again at its first event this long after the last check
+SOCKET_ACCESS_RECHECK_S = envint("SOCKET_ACCESS_RECHECK_S", 30)
+UPLOADS_AT_ONCE = envint("UPLOADS_AT_ONCE", 2)  # bodies over it received at once (each is held in memory whole)
 FILE_UPLOAD_HANDLERS = [
     "django.core.files.uploadhandler.MemoryFileUploadHandler",
     "rolloutlab.audit.uploads.CappedUploadHandler",
@@ -314,10 +322,9 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]  # one address cannot loc
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_HTTP_RESPONSE_CODE = 429
-# The client's address: REMOTE_ADDR, unless behind the TLS proxy (SECURE_PROXY_SSL_HEADER set), whose
-# X-Forwarded-For is then believed; a client talking to daphne directly could forge that header.
-AXES_IPWARE_META_PRECEDENCE_ORDER = [*(["HTTP_X_FORWARDED_FOR"] if SECURE_PROXY_SSL_HEADER else []), "REMOTE_ADDR"]
-AXES_IPWARE_PROXY_COUNT = 1 if SECURE_PROXY_SSL_HEADER else None
+# The client's address: REMOTE_ADDR, unless behind the TLS proxy (SECURE_PROXY_SSL_HEADER set), whose last
+# X-Forwarded-For entry is then believed; a client talking to daphne directly could forge that header.
+AXES_CLIENT_IP_CALLABLE = "rolloutlab.accounts.addresses.client_address"
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "runs:list"

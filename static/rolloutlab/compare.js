@@ -45,18 +45,18 @@
         const color = colorOf(labels, label);
         if (curve.low) {
           traces.push({ x: curve.x, y: curve.high, mode: "lines", line: { width: 0, color }, showlegend: false, hoverinfo: "skip", legendgroup: label });
-          traces.push({ x: curve.x, y: curve.low, mode: "lines", line: { width: 0, color }, fill: "tonexty", fillcolor: color + "33", showlegend: false, hoverinfo: "skip", legendgroup: label, name: label + " band" });
+          traces.push({ x: curve.x, y: curve.low, mode: "lines", line: { width: 0, color }, fill: "tonexty", fillcolor: color + "33", showlegend: false, hoverinfo: "skip", legendgroup: label, name: plotlyText(label + " band") });
           bands += 1;
           ends[`${metric}|${label}`] = curve.x[curve.x.length - 1];
         }
         const mode = metric.startsWith("eval/") ? "lines+markers" : "lines";  // one evaluation is a point
-        traces.push({ x: curve.x, y: curve.mean, mode, name: `${label} (${curve.runs})`, line: { color, width: 2 }, marker: { color, size: 5 }, legendgroup: label });
+        traces.push({ x: curve.x, y: curve.mean, mode, name: plotlyText(`${label} (${curve.runs})`), line: { color, width: 2 }, marker: { color, size: 5 }, legendgroup: label });
         for (const seed of curve.seeds || []) {
           traces.push({ x: seed.x, y: seed.y, mode: "lines", name: `#${seed.run}`, line: { color, width: 0.8, dash: "dot" }, showlegend: false, legendgroup: label, opacity: 0.6 });
         }
       }
       Plotly.react(div, traces, {
-        title: { text: metric, font: { size: 13 } }, margin: { l: 50, r: 10, t: 30, b: 35 },
+        title: { text: plotlyText(metric), font: { size: 13 } }, margin: { l: 50, r: 10, t: 30, b: 35 },
         xaxis: { title: { text: { step: "step", tokens: "rollout tokens", seconds: "training seconds" }[data.view.x] } },
         yaxis: { exponentformat: "e" },  // 4e-8, not Plotly's SI "40n"
         legend: { orientation: "h", y: -0.25 },
@@ -118,7 +118,7 @@
     const div = document.getElementById("parallel");
     if (!data.parallel) { section.hidden = true; Plotly.purge(div); return; }
     section.hidden = false;
-    const dims = data.parallel.dimensions;
+    const dims = data.parallel.dimensions.map((d) => ({ ...d, label: plotlyText(d.label), ...(d.ticktext ? { ticktext: d.ticktext.map(plotlyText) } : {}) }));
     const metric = dims[dims.length - 1].values;
     Plotly.react(div, [{
       type: "parcoords", dimensions: dims,

@@ -37,7 +37,7 @@
     if (charts.get(key) !== chart) return; // hidden meanwhile
     // an evaluation is a point every so many steps: markers too, so that one evaluation is already drawn
     const mode = key.startsWith("eval/") ? "lines+markers" : "lines";
-    const traces = [{ x: series.step, y: series.value, mode, name: key, line: { width: 1.5 }, marker: { size: 5 } }];
+    const traces = [{ x: series.step, y: series.value, mode, name: plotlyText(key), line: { width: 1.5 }, marker: { size: 5 } }];
     if (series.downsampled) {
       traces.push({ x: series.step, y: series.high, mode: "lines", line: { width: 0 }, showlegend: false, hoverinfo: "skip" });
       traces.push({ x: series.step, y: series.low, mode: "lines", line: { width: 0 }, fill: "tonexty", fillcolor: "rgba(48,86,211,0.15)", showlegend: false, hoverinfo: "skip" });
@@ -47,7 +47,7 @@
     traces.push({ x: [], y: [], text: [], mode: "markers", name: "not finite", marker: { symbol: "x", color: "#c0392b", size: 9 },
       hovertemplate: "step %{x}: %{text} (not a number; not drawn)<extra></extra>" });
     Plotly.newPlot(div, traces, {
-      title: { text: chartTitle(key), font: { size: 13 } }, margin: { l: 50, r: 10, t: 30, b: 30 },
+      title: { text: plotlyText(chartTitle(key)), font: { size: 13 } }, margin: { l: 50, r: 10, t: 30, b: 30 },
       xaxis: { title: { text: "step" } }, showlegend: false,
       yaxis: { exponentformat: "e" },  // 4e-8, not Plotly's SI "40n", which reads as a unit
     }, { displaylogo: false, responsive: true });
@@ -325,7 +325,7 @@
       const views = await viewsResponse.json();
       drawHeatmap("length-chart", views.lengths.steps, views.lengths.lengths, views.lengths.z,
         "completion length (tokens): share of each step's samples", "length", "Blues");
-      drawHeatmap("pass-rate-chart", views.pass_rates.steps, views.pass_rates.prompts, views.pass_rates.z,
+      drawHeatmap("pass-rate-chart", views.pass_rates.steps, views.pass_rates.prompts.map(plotlyText), views.pass_rates.z,
         "pass rate of each prompt seen more than once", "", "RdYlGn", { zmin: 0, zmax: 1 });
       root.dataset.rolloutPrompts = String(views.pass_rates.prompts.length);
     }

@@ -64,5 +64,6 @@ ADDED_KNOBS: dict[str, dict[str, object]] = {
     },
     "task": {"verifier": "numeric", "answer_position": "last", "extraction": "strict"},
     "schedule": {"micro_batch_tokens": 0, "rollout_lag": None},
+    "prompt": {"examples": []},
 }
 ADDED_SECTIONS = {"prompt", "environment"}  # hashed only when a knob of theirs is set

@@ -207,6 +207,13 @@ class RewardConfig(Section):
         return name
 
 
+class ChatMessage(Section):
+    """One message of a worked example in the prompt."""
+
+    role: Literal["user", "assistant"]
+    content: str = Field(..., min_length=1, max_length=4000)
+
+
 class PromptConfig(Section):
     """How a task's question becomes the text the model reads: as its makers intended for an instruct model (its
     chat template), as it is for the tiny model."""
@@ -234,6 +241,26 @@ class PromptConfig(Section):
         "for chat prompts (the question/answer files ask for the format of their answers; the generated tasks of "
         "the tiny model for none), none for plain ones. Empty: none.",
     )
+
+    examples: list[Annotated[list[ChatMessage], Field(min_length=2, max_length=16)]] = Field(
+        default_factory=list,
+        max_length=8,
+        description="Worked examples before the question (few-shot), each a conversation of user and assistant "
+        "messages that begins with the user and ends with the assistant: through the chat template they are the "
+        "conversation's earlier turns, so a multi-turn example (question, tool call, the tool's answer as the user's "
+        "message, final answer) shows an environment's format as the episode will be written; as plain text, each "
+        "example's messages run together on a line of its own. The template and instruction wrap only the question.",
+    )
+
+    @field_validator("examples")
+    def _examples_alternate(cls, examples: list[list[ChatMessage]]) -> list[list[ChatMessage]]:
+        for number, example in enumerate(examples, 1):
+            roles = [message.role for message in example]
+            if roles[0] != "user" or roles[-1] != "assistant" or any(a == b for a, b in zip(roles, roles[1:])):
+                raise ValueError(
+                    f"example {number}: its messages must alternate user, assistant, ... and end with the assistant"
+                )
+        return examples
 
     @field_validator("template")
     def _template_holds_the_question(cls, template: str | None) -> str | None:
@@ -652,7 +679,7 @@ class RunConfig(Section):
                 del dumped[section]
         for section, added in ADDED_KNOBS.items():
             for knob, before in added.items():
-                if knob in dumped[section] and dumped[section][knob] == before:
+                if knob in dumped.get(section, {}) and dumped[section][knob] == before:
                     del dumped[section][knob]
         for section, flat in FLAT_DEFAULTS.items():
             hashed = {knob: value for knob, value in flat.items() if knob not in NOT_HASHED.get(section, ())}

@@ -100,6 +100,10 @@ class _Row:
         self.record = EpisodeRecord(start_state)
         self.done = False
 
+    def going(self, max_turns: int) -> bool:
+        """Not over: the environment has not ended it and it holds fewer than `max_turns` turns."""
+        return not self.done and len(self.record.turns) < max_turns
+
     def prefix(self) -> Prefix | None:
         return Prefix(tuple(self.tokens), tuple(self.logprobs)) if self.tokens else None
 
@@ -198,7 +202,7 @@ class Forest:
         given) holds that many turns in all; or, if `until` is given, as soon as `until()` is true after a turn."""
         limit = self.environment.max_turns if turns is None else min(turns, self.environment.max_turns)
         while True:
-            going = [r for r in rows if not self.rows[r].done and len(self.rows[r].record.turns) < limit]
+            going = [r for r in rows if self.rows[r].going(limit)]
             if not going or (until is not None and until()):
                 return
             sent = [self.rows[r] for r in going]

@@ -39,11 +39,7 @@ class PooledEpisodes:
     continued: int = 0  # steps it was carried into
 
     def over(self, max_turns: int) -> bool:
-        return self.rows is not None and all(self.row_over(row, max_turns) for row in self.rows)
-
-    @staticmethod
-    def row_over(row: _Row, max_turns: int) -> bool:
-        return row.done or len(row.record.turns) >= max_turns
+        return self.rows is not None and not any(row.going(max_turns) for row in self.rows)
 
 
 @dataclass
@@ -67,9 +63,7 @@ class EpisodePool:
     def play(self, sampler: Sampler, environment, params, wanted: int) -> Finished:
         """Every episode in the pool, turn by turn, until `wanted` groups are over (or all are); those groups out."""
         forest = Forest(sampler, environment, [], [], params, [])
-        resumed = sum(
-            not pooled.row_over(row, environment.max_turns) for pooled in self.groups for row in pooled.rows or ()
-        )
+        resumed = sum(row.going(environment.max_turns) for pooled in self.groups for row in pooled.rows or ())
         rows_of = [self.enter(forest, pooled) for pooled in self.groups]
         everyone = [r for rows in rows_of for r in rows]
 

@@ -78,8 +78,8 @@ def prompt_preview(cfg, directory: Path | None) -> Preview | None:
     p = cfg.prompt
     instruction = task_instruction(p, task.instruction, chat)
     if not chat:
-        return Preview(question, plain_text(p.system, p.template, instruction, question), chat=False)
+        return Preview(question, plain_text(p.system, p.template, instruction, question, p.examples), chat=False)
     if template is None:
         return None
-    messages = chat_messages(p.system, p.template, instruction, question)
+    messages = chat_messages(p.system, p.template, instruction, question, p.examples)
     return Preview(question, render_chat_template(template, messages, special_tokens(directory)), chat=True)

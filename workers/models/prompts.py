@@ -26,14 +26,19 @@ def user_turn(template: str | None, instruction: str, question: str) -> str:
     return f"{question.rstrip()}\n\n{instruction}" if instruction else question
 
 
-def chat_messages(system: str | None, template: str | None, instruction: str, question: str) -> list[dict]:
-    """The conversation a chat prompt renders: the system message, if any, and the user's turn."""
+def chat_messages(system: str | None, template: str | None, instruction: str, question: str, examples=()) -> list[dict]:
+    """The conversation a chat prompt renders: the system message, if any, the worked examples' messages
+    (prompt.examples), and the user's turn."""
     messages = [{"role": "system", "content": system}] if system else []
-    return [*messages, {"role": "user", "content": user_turn(template, instruction, question)}]
+    shown = [{"role": message.role, "content": message.content} for example in examples for message in example]
+    return [*messages, *shown, {"role": "user", "content": user_turn(template, instruction, question)}]
 
 
-def plain_text(system: str | None, template: str | None, instruction: str, question: str) -> str:
-    user = user_turn(template, instruction, question)
+def plain_text(system: str | None, template: str | None, instruction: str, question: str, examples=()) -> str:
+    """The system message, a blank line, the worked examples a line each (their messages run together, as the
+    tiny model's episodes are written), then the user's turn."""
+    lines = ["".join(message.content for message in example) for example in examples]
+    user = "\n".join([*lines, user_turn(template, instruction, question)])
     return f"{system}\n\n{user}" if system else user
 
 
@@ -62,6 +67,7 @@ class Prompts:
             )
         self.system = prompt_cfg.system
         self.template = prompt_cfg.template
+        self.examples = prompt_cfg.examples
         self.instruction = task_instruction(prompt_cfg, instruction, self.chat)
         # a step encodes the same prompts over and over (groups, evaluations) and the inspector shows their text:
         # each is rendered and encoded once. A plain dict, so that a copy of the policy (the asynchronous rollout
@@ -88,8 +94,8 @@ class Prompts:
 
     def rendered(self, question: str) -> str:
         if not self.chat:
-            return plain_text(self.system, self.template, self.instruction, question)
-        messages = chat_messages(self.system, self.template, self.instruction, question)
+            return plain_text(self.system, self.template, self.instruction, question, self.examples)
+        messages = chat_messages(self.system, self.template, self.instruction, question, self.examples)
         return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 
     def observation_ids(self, observation: str, turn_closed: bool) -> list[int]:

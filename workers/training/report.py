@@ -63,10 +63,17 @@ def episode_metrics(batch: RolloutBatch) -> dict[str, float]:
         metric.EPISODE_SUCCESS: float(np.mean([episode.solved for episode in batch.episodes])),
         metric.EPISODE_TURNS: len(turns) / len(batch.episodes),
         metric.EPISODE_WELL_FORMED: float(np.mean([turn.well_formed for turn in turns])) if turns else 0.0,
+        metric.EPISODE_CALLED: float(np.mean([called(episode.turns) for episode in batch.episodes])),
         metric.EPISODE_TRUNCATED: float(np.mean([episode.truncated for episode in batch.episodes])),
         metric.EPISODE_POLICY_TOKENS: float(policy.float().mean()),
         metric.EPISODE_OBSERVATION_TOKENS: float((batch.lengths - policy).float().mean()),
     }
+
+
+def called(turns) -> bool:
+    """Whether an episode acted on its environment in its format: a turn the environment read as an action (a
+    tool call, moves) and could parse. An answer alone, or only malformed calls, is not a call."""
+    return any(turn.action and turn.well_formed for turn in turns)
 
 
 def stage_metrics(stages: Stages, names: Iterable[str]) -> dict[str, float]:

@@ -33,7 +33,7 @@ class ImportQuery(Strict):
 def bundle(request, run_id: RunId):
     run = get_run_for_user(request.auth, run_id)
     buffer = io.BytesIO()
-    seal = services.export_bundle(run, buffer)
+    seal = services.export_bundle(run, buffer, request.auth)
     response = HttpResponse(buffer.getvalue(), content_type="application/zip")
     response["Content-Disposition"] = f'attachment; filename="run-{run.id}-{seal[:12]}.zip"'
     response["X-Bundle-Sha256"] = seal

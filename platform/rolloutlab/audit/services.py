@@ -110,8 +110,9 @@ def unrecorded(*runs: Run) -> list[Run]:
 
 
 # ------------------------------------------------------------------ bundles
-def export_bundle(run: Run, path) -> str:
-    """Write the run's bundle; returns its sha256."""
+def export_bundle(run: Run, path, reader) -> str:
+    """Write the run's bundle as `reader` may read it (a share link's holder: without the diff's text); returns its
+    sha256."""
     names = dict(MetricKey.objects.values_list("id", "name"))
     metrics = [
         {"step": step, "metric": names[key_id], "value": value, "wall_time": wall}
@@ -119,7 +120,7 @@ def export_bundle(run: Run, path) -> str:
         .values_list("step", "key_id", "value", "wall_time")
         .iterator(chunk_size=20_000)
     ]
-    record = dict(record_of(run))
+    record = dict(record_for(run, reader))
     record["run"] = {"name": run.name, "method": run.method, "seed": run.seed, "state": run.state, "steps": run.step}
     artifacts = [{"path": a.path, "kind": a.kind, "sha256": a.sha256} for a in run.artifacts.all()]
     samples = [{"step": s.step, **s.data} for s in run.samples.all()]
@@ -166,15 +167,16 @@ def import_bundle(source, user, project: Project) -> Run:
     cfg = imported_config(bundle)
     verified, judged = provenance(bundle)
     about = bundle.record.get("run") or {}
+    state, claimed = imported_state(about.get("state"))
     with transaction.atomic():
         run = Run.objects.create(
             project=project, name=f"{about.get('name') or cfg.method or 'run'} (imported)", owner=user,
             config=cfg.model_dump(mode="json"), config_hash=cfg.config_hash(), method=cfg.method or "",
-            task=cfg.task.name, seed=cfg.seed, state=about.get("state") or State.SUCCEEDED,
-            total_steps=cfg.schedule.steps, finished_at=timezone.now(), unverified=not verified,
+            task=cfg.task.name, seed=cfg.seed, state=state, total_steps=cfg.schedule.steps,
+            finished_at=timezone.now(), unverified=not verified,
         )  # fmt: skip
-        Transition.objects.create(run=run, from_state="", to_state=run.state,
-                                  cause=f"imported from bundle {bundle.sha256[:16]} by {user} ({judged})")  # fmt: skip
+        cause = f"imported from bundle {bundle.sha256[:16]} by {user} ({judged}){claimed}"
+        Transition.objects.create(run=run, from_state="", to_state=run.state, cause=cause)
         store_metrics(run, bundle)
         Sample.objects.bulk_create([Sample(run=run, step=s.pop("step", 0), data=s) for s in bundle.samples])
         Artifact.objects.bulk_create([Artifact(run=run, kind=a.get("kind", ""), path=a.get("path", ""),
@@ -183,6 +185,17 @@ def import_bundle(source, user, project: Project) -> Run:
                                    signer=bundle.signer or "", signer_trusted=verified, provenance=judged)  # fmt: skip
         activity.note(user, "imported", project, f"{activity.run_subject(run)} from bundle {bundle.sha256[:16]}")
     return run
+
+
+def imported_state(said) -> tuple[str, str]:
+    """The state an imported run lands in, and a note when it is not the one its bundle says. A run that ended
+    keeps how it ended; one the bundle says is queued or running (or in a state this platform does not know) lands
+    cancelled: an imported run never runs here (no worker may take it, and a live state could never be left)."""
+    if said is None:
+        return State.SUCCEEDED, ""
+    if said in FINAL_STATES:
+        return State(said), ""
+    return State.CANCELLED, f"; the bundle said {str(said)[:40]!r}, and an imported run never runs here"
 
 
 def store_metrics(run: Run, bundle: Bundle) -> None:

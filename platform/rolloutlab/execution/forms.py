@@ -64,6 +64,7 @@ class FormField:
     limit: str = ""  # the deployment's ceiling on this knob, if any
     descriptions: dict[str, str] = field(default_factory=dict)  # a kind select: each choice's one line
     suggestions: list[str] = field(default_factory=list)  # a text field's picker (a datalist): e.g. saved models
+    empty: Any = None  # a json field's value when left blank: {} for an object, [] for a list
 
     @property
     def form_value(self) -> str | bool:
@@ -110,8 +111,9 @@ def make_field(name: str, prop: dict, value: Any, error: str) -> FormField:
         made.step = "1" if kind == "integer" else "any"
         made.minimum = prop.get("minimum", prop.get("exclusiveMinimum"))
         made.maximum = prop.get("maximum", prop.get("exclusiveMaximum"))
-    elif kind == "object":
+    elif kind in ("object", "array"):
         made.widget = "json"
+        made.empty = [] if kind == "array" else {}
     return made
 
 
@@ -286,14 +288,14 @@ def parse_value(f: FormField, post, errors: dict[str, str]) -> Any:
     if f.widget == "json":
         if len(text) > MAX_JSON_FIELD or depth_exceeds(text, 16):
             errors[f.name] = f"at most {MAX_JSON_FIELD} characters, nested at most 16 deep"
-            return {}
+            return f.empty
         try:
-            return json.loads(text or "{}")
+            return json.loads(text) if text.strip() else f.empty
         except json.JSONDecodeError as exc:
             errors[f.name] = f"not valid JSON ({exc.msg})"
         except ValueError:  # e.g. an integer of thousands of digits
             errors[f.name] = "not valid JSON (a number out of range)"
-        return {}
+        return f.empty
     if text.strip() == "" and f.nullable:
         return None
     return text.strip()

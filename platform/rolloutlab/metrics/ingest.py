@@ -16,6 +16,7 @@ payload and the bucket sums are built with NumPy, not row by row in Python: at
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -189,6 +190,12 @@ def copy_points(run_id: int, keys, steps, values, walls, kinds) -> None:
             copy.write(payload)
 
 
+def totals(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Each bucket's sum; ±inf where it passes the largest float (its mean is then not drawn)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.add.reduceat(values, starts)
+
+
 def bucket_rows(run_id: int, keys, steps, values) -> list[tuple]:
     """(run, key, bucket, first_step, last_step, count, total, low, high) for each bucket the points touch."""
     keys, steps, values = np.asarray(keys), np.asarray(steps), np.asarray(values)
@@ -202,21 +209,35 @@ def bucket_rows(run_id: int, keys, steps, values) -> list[tuple]:
         np.minimum.reduceat(steps, starts),
         np.maximum.reduceat(steps, starts),
         np.diff(np.r_[starts, len(steps)]),
-        np.add.reduceat(values, starts),
+        totals(values, starts),
         np.minimum.reduceat(values, starts),
         np.maximum.reduceat(values, starts),
     )
     return [(run_id, *row) for row in zip(*(c.tolist() for c in columns))]
 
 
+FLOAT_MAX = sys.float_info.max
+
+
+def overflow_safe_sum(a: str, b: str) -> str:
+    """SQL for a + b that is ±Infinity where the sum of two finite floats passes the largest one (PostgreSQL would
+    refuse the statement, and with it the points). Halves first: their sum cannot overflow."""
+    half = f"({a} * 0.5 + {b} * 0.5)"
+    return (f"CASE WHEN {half} > {FLOAT_MAX / 2!r} THEN 'Infinity'::float8 "
+            f"WHEN {half} < {-FLOAT_MAX / 2!r} THEN '-Infinity'::float8 ELSE {a} + {b} END")  # fmt: skip
+
+
 def upsert_buckets(rows: list[tuple]) -> None:
     table = MetricBucket._meta.db_table
     lesser, greater = ("LEAST", "GREATEST") if connection.vendor == "postgresql" else ("MIN", "MAX")
+    total = f"{table}.total + excluded.total"  # SQLite's overflow is inf, as numpy's
+    if connection.vendor == "postgresql":
+        total = overflow_safe_sum(f"{table}.total", "excluded.total")
     columns = "run_id, key_id, bucket, first_step, last_step, count, total, low, high"
     merge = (
         f"first_step = {lesser}({table}.first_step, excluded.first_step), "
         f"last_step = {greater}({table}.last_step, excluded.last_step), "
-        f"count = {table}.count + excluded.count, total = {table}.total + excluded.total, "
+        f"count = {table}.count + excluded.count, total = {total}, "
         f"low = {lesser}({table}.low, excluded.low), high = {greater}({table}.high, excluded.high)"
     )
     with connection.cursor() as cursor:

@@ -21,6 +21,15 @@ from rolloutlab import finite
 from rolloutlab.metrics.models import BUCKET_STEPS, MetricBucket, MetricKey, MetricPoint
 
 BACKFILL_LIMIT = 20_000  # points a reconnecting client may ask for before it should reload
+# PostgreSQL refuses a float sum that overflows ("value out of range"), and values near the largest float (a
+# diverging loss, anyone's external run) overflow a sum of two: means are taken of the values times 2^-20 (exact,
+# a power of two), so a sum of a million of them fits, and scaled back (a mean is never past the largest float)
+SCALE = 2.0**-20
+
+
+def scaled_mean(total: str, count: str) -> str:
+    """SQL for the mean of a group: sum(total) / sum(count), with no overflow of the sum."""
+    return f"sum({total} * {SCALE!r}) / sum({count}) / {SCALE!r}"
 
 
 def run_keys(run_id: int) -> list[str]:
@@ -71,7 +80,7 @@ def raw_points(cursor, run_id: int, key_id: int) -> dict:
 def aggregated(rows, nonfinite: list | None = None) -> dict:
     return {
         "step": [r[0] for r in rows],
-        "value": [r[1] for r in rows],
+        "value": [finite.to_json(r[1]) for r in rows],  # a bucket whose total overflowed to ±inf: no mean
         "low": [r[2] for r in rows],
         "high": [r[3] for r in rows],
         "downsampled": True,
@@ -81,7 +90,8 @@ def aggregated(rows, nonfinite: list | None = None) -> dict:
 
 def from_points(cursor, run_id: int, key_id: int, lo: int, width: int) -> dict:
     cursor.execute(
-        f"SELECT min(step), avg(value), min(value), max(value) FROM {MetricPoint._meta.db_table} "
+        f"SELECT min(step), avg(value * {SCALE!r}) / {SCALE!r}, min(value), max(value) "
+        f"FROM {MetricPoint._meta.db_table} "
         "WHERE run_id = %s AND key_id = %s GROUP BY (step - %s) / %s ORDER BY 1",
         [run_id, key_id, lo, width],
     )
@@ -101,7 +111,8 @@ def nonfinite_points(cursor, run_id: int, key_id: int, limit: int = 1000) -> lis
 
 def from_buckets(cursor, run_id: int, key_id: int, origin: int, width: int) -> dict:
     cursor.execute(
-        f"SELECT min(first_step), sum(total) / sum(count), min(low), max(high) FROM {MetricBucket._meta.db_table} "
+        f"SELECT min(first_step), {scaled_mean('total', 'count')}, min(low), max(high) "
+        f"FROM {MetricBucket._meta.db_table} "
         "WHERE run_id = %s AND key_id = %s GROUP BY (bucket * %s - %s) / %s ORDER BY 1",
         [run_id, key_id, BUCKET_STEPS, origin, width],
     )
@@ -198,7 +209,8 @@ def slices_from_points(widths: dict[int, int], key_ids: list[int]) -> list[tuple
     with_widths, params = _widths_table(widths)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"{with_widths}SELECT p.run_id, p.key_id, avg(p.step), avg(p.value) FROM {MetricPoint._meta.db_table} p "
+            f"{with_widths}SELECT p.run_id, p.key_id, avg(p.step), avg(p.value * {SCALE!r}) / {SCALE!r} "
+            f"FROM {MetricPoint._meta.db_table} p "
             f"JOIN w ON p.run_id = w.run_id WHERE p.key_id IN ({_placeholders(key_ids)}) "
             "GROUP BY p.run_id, p.key_id, p.step / w.width ORDER BY 1, 2, 3",
             [*params, *key_ids],
@@ -212,7 +224,7 @@ def slices_from_buckets(widths: dict[int, int], key_ids: list[int]) -> list[tupl
         cursor.execute(
             f"{with_widths}SELECT b.run_id, b.key_id, "  # float8 arithmetic: numeric would be several times slower
             "sum(CAST(b.first_step + b.last_step AS DOUBLE PRECISION) * 0.5 * b.count) / sum(b.count), "
-            "sum(b.total) / sum(b.count) "
+            f"{scaled_mean('b.total', 'b.count')} "
             f"FROM {MetricBucket._meta.db_table} b "
             f"JOIN w ON b.run_id = w.run_id WHERE b.key_id IN ({_placeholders(key_ids)}) "
             f"GROUP BY b.run_id, b.key_id, b.bucket * {BUCKET_STEPS} / w.width ORDER BY 1, 2, 3",

@@ -20,11 +20,13 @@ bare 1006. The client reconnects and resumes from the steps it holds.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Annotated
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 from pydantic import Field, ValidationError
 
 from rolloutlab import realtime
@@ -68,6 +70,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         except Exception as exc:
             await self.unavailable(exc)
             return
+        self.checked_at = time.monotonic()
         await self.accept()
 
     async def unavailable(self, exc: Exception, accepted: bool = False) -> None:
@@ -103,10 +106,19 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json({"kind": "points", "points": points})
 
     async def run_event(self, message):
+        """The run's event, sent on while its holder may still see the run. Access is read again when the last check
+        is SOCKET_ACCESS_RECHECK_S old: a share link that expired meanwhile, or a revocation whose word was lost
+        (it is sent best effort), stops the stream within that time instead of never."""
+        if time.monotonic() - self.checked_at >= settings.SOCKET_ACCESS_RECHECK_S:
+            self.checked_at = time.monotonic()
+            if not await self.still_allowed():
+                await self.access_recheck(message)
+                return
         await self.send_json(message["event"])
 
     async def access_recheck(self, message):
         """The holder's access changed (its share link revoked, a membership removed): close if the run is gone."""
+        self.checked_at = time.monotonic()
         if not await self.still_allowed():
             await self.send_json({"kind": "closed", "error": "you may no longer see this run"})
             await self.close(code=4403)

@@ -45,7 +45,7 @@ def summary(members: list[dict], shown: list[dict]) -> dict[str, Any]:
         "answer": first.get("answer"),
         "size": len(members),
         "correct": sum(bool(s.get("correct")) for s in members),
-        "mean_reward": sum(rewards) / len(rewards),
+        "mean_reward": sum(reward / len(rewards) for reward in rewards),  # no sum past the largest float
         "dropped": MATCHES["dropped"](first),
         "samples": shown,
     }

@@ -99,6 +99,23 @@ def test_a_key_listed_in_trusted_keys_makes_its_bundles_verified(alice_client, s
     assert AuditRecord.objects.get(run=run).provenance.startswith("verified: signed by trusted key ")
 
 
+@pytest.mark.parametrize("said", ["queued", "running"])
+def test_a_bundle_that_claims_a_live_state_lands_cancelled_and_no_worker_is_sent_it(alice_client, said, monkeypatch):
+    sent = []
+    monkeypatch.setattr("rolloutlab.execution.services.submit", sent.append)
+    record = {"run": {"name": "live", "method": "grpo", "seed": 0, "state": said, "steps": 2}}
+    run = imported(alice_client, small_bundle(record=record))
+    assert run.state == "cancelled" and run.finished_at is not None and sent == []
+    assert "an imported run never runs here" in run.transitions.get().cause
+    assert alice_client.post(f"/api/runs/{run.id}/cancel").status_code == 409  # a final state: nothing to cancel
+    assert alice_client.delete(f"/api/runs/{run.id}").status_code == 204  # and it can be deleted
+    ended = imported(alice_client, small_bundle(record={"run": {**record["run"], "state": "failed"}}))
+    assert ended.state == "failed"  # how a run ended is kept
+    unknown = small_bundle(record={"run": {**record["run"], "state": "paused"}})
+    refused = alice_client.post("/api/bundles?project=imports", data=unknown, content_type="application/zip")
+    assert refused.status_code == 400 and "run.state" in refused.json()["error"]
+
+
 def test_an_unsigned_bundle_is_unverified(alice_client):
     run = imported(alice_client, small_bundle())
     assert run.unverified and AuditRecord.objects.get(run=run).provenance == "unverified: not signed"

@@ -67,6 +67,21 @@ def test_a_bad_knob_is_shown_beside_its_field_and_nothing_is_queued(alice_client
     assert Run.objects.count() == 0
 
 
+def test_worked_examples_are_typed_as_json_and_a_malformed_one_is_shown_beside_its_field(alice_client):
+    values = launch_form(alice_client)
+    assert values["prompt.examples"] == "[]"
+    values["prompt.examples"] = '[[{"role": "user", "content": "2+2="}, {"role": "user", "content": "4"}]]'
+    page = alice_client.post("/runs/launch/", values).content.decode()
+    assert 'data-field="prompt.examples">' in page and "alternate user, assistant" in page
+    assert Run.objects.count() == 0
+    values["prompt.examples"] = '[[{"role": "user", "content": "2+2="}, {"role": "assistant", "content": "4"}]]'
+    assert alice_client.post("/runs/launch/", values).status_code == 302
+    assert Run.objects.get().config["prompt"]["examples"] == [[{"role": "user", "content": "2+2="},
+                                                               {"role": "assistant", "content": "4"}]]  # fmt: skip
+    values["prompt.examples"] = ""  # left blank: none
+    assert alice_client.post("/runs/launch/", values).status_code == 302
+
+
 def test_it_prefills_from_an_existing_run(alice_client):
     values = launch_form(alice_client)
     values["seed"] = "42"

@@ -65,3 +65,18 @@ def test_the_api_still_answers_a_locked_out_users_token(client, alice, settings)
     _, secret = ApiToken.issue(alice, "t")
     response = client.get("/api/runs", HTTP_AUTHORIZATION=f"Bearer {secret}", REMOTE_ADDR="203.0.113.7")
     assert response.status_code == 200
+
+
+def test_behind_the_proxy_each_client_is_keyed_on_its_own_address_and_cannot_forge_another(client, alice, settings):
+    """The documented TLS proxy is every request's peer; it appends the address it saw to X-Forwarded-For."""
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+    def through_proxy(password: str, seen: str, sent: str = ""):
+        forwarded = f"{sent}, {seen}" if sent else seen  # what the client wrote, then what the proxy saw
+        return client.post("/login/", {"username": "alice", "password": password}, REMOTE_ADDR="10.0.0.2",
+                           HTTP_X_FORWARDED_FOR=forwarded, HTTP_X_FORWARDED_PROTO="https", secure=True)  # fmt: skip
+
+    # an attacker fails for alice, even writing alice's own address into the header
+    assert [through_proxy("wrong", "203.0.113.7", sent="198.51.100.9").status_code for _ in range(6)][-1] == 429
+    assert AccessAttempt.objects.get(username="alice").ip_address == "203.0.113.7"
+    assert through_proxy("alice-password", "198.51.100.9").status_code == 302  # alice, from her own address

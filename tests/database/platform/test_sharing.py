@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import re
+import zipfile
 from datetime import timedelta
 
 import pytest
@@ -150,6 +152,11 @@ def test_a_share_link_reads_the_audit_record_without_the_uncommitted_diff(alice_
     assert planted not in shared["diff"] and "withheld" in shared["diff"]
     assert shared["diff_sha256"] == "ab" * 32 and shared["dirty"] is True  # what it was, still said
     assert planted in alice_client.get(f"/api/runs/{run.id}/audit").json()["record"]["code"]["diff"]  # a member
+    # nor in the run's bundle, which a share link's holder may download too
+    bundled = zipfile.ZipFile(io.BytesIO(Client().get(f"/api/runs/{run.id}/bundle?share={token}").content))
+    assert planted.encode() not in b"".join(bundled.read(name) for name in bundled.namelist())
+    members = zipfile.ZipFile(io.BytesIO(alice_client.get(f"/api/runs/{run.id}/bundle").content))
+    assert planted.encode() in b"".join(members.read(name) for name in members.namelist())
 
 
 @pytest.mark.django_db(transaction=True)
@@ -185,3 +192,36 @@ async def test_removing_a_member_closes_their_open_websockets_of_the_teams_runs(
     await sync_to_async(remove_member)(alice, team, membership.id)
     assert (await socket.receive_json_from(timeout=5))["kind"] == "closed"
     assert (await socket.receive_output(timeout=5))["code"] == 4403
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.asyncio
+async def test_a_socket_whose_access_ended_without_word_stops_streaming_at_its_next_event(
+    django_user_model, sockets, settings
+):
+    """A link that expired while its socket was open, a membership removed without the recheck message (it is
+    sent best effort): the next event past the recheck interval closes the socket instead of streaming on."""
+    from rolloutlab import realtime
+    from rolloutlab.accounts.access import home_team
+
+    settings.SOCKET_ACCESS_RECHECK_S = 0
+    alice = await sync_to_async(django_user_model.objects.create_user)("alice")
+    bob = await sync_to_async(django_user_model.objects.create_user)("bob")
+    (run,) = await sync_to_async(make_runs)(alice, 1)
+    link, token = await sync_to_async(create_link)(alice, "run", [run])
+    team = await sync_to_async(home_team)(alice)
+    await sync_to_async(Membership.objects.create)(team=team, user=bob, role=Role.VIEWER)
+    shared, _ = await sockets(f"/ws/runs/{run.id}/?share={token}")
+    member, _ = await sockets(f"/ws/runs/{run.id}/", bob)
+    owner, _ = await sockets(f"/ws/runs/{run.id}/", alice)
+    await sync_to_async(realtime.notify)(run.id, {"kind": "log", "lines": ["before"]})
+    for socket in (shared, member, owner):
+        assert (await socket.receive_json_from(timeout=5))["lines"] == ["before"]
+    past = timezone.now() - timedelta(seconds=1)
+    await sync_to_async(ShareLink.objects.filter(id=link.id).update)(expires_at=past)  # no revocation, no word
+    await sync_to_async(Membership.objects.filter(user=bob).delete)()  # as if the recheck message were lost
+    await sync_to_async(realtime.notify)(run.id, {"kind": "log", "lines": ["after"]})
+    for socket in (shared, member):
+        assert (await socket.receive_json_from(timeout=5))["kind"] == "closed"
+        assert (await socket.receive_output(timeout=5))["code"] == 4403
+    assert (await owner.receive_json_from(timeout=5))["lines"] == ["after"]  # who may still see it, still sees it

@@ -167,3 +167,20 @@ def test_compare_from_the_navigation_switches_bands_and_groups_by_a_knob_that_va
     wait_for_update(page, 0)
     assert page.eval_on_selector("#band-select", "s => s.value") == "none"
     assert page.eval_on_selector("#group-select", "s => s.value") == "optimizer.lr"
+
+
+def test_a_config_string_is_drawn_as_its_text_in_the_legend_never_as_a_link(page, alice, stack):
+    """Plotly reads trace names as a subset of HTML: a knob's value that holds a link was drawn as one."""
+    from tests.conftest import project_of
+    from tests.database.compare.test_comparison import make_run
+
+    link = '<a href="https://evil.example/">open me</a>'
+    project = project_of(alice)
+    runs = [make_run(project, "grpo", seed, lambda t: t / 100, 100, steps=10, prompt={"system": system})
+            for seed, system in ((0, link), (1, "Be brief."))]  # fmt: skip
+    log_in(page, "alice", "alice-password")
+    page.goto(f"/compare/?runs={runs[0].id},{runs[1].id}&group=prompt.system")
+    wait_for_update(page, 0)
+    legend = page.eval_on_selector_all("#charts .legendtext", "ts => ts.map(t => t.textContent)")
+    assert f"prompt.system={link} (1)" in legend and "prompt.system=Be brief. (1)" in legend
+    assert page.locator("#charts .legend a").count() == 0  # no link drawn, nothing to click

@@ -67,8 +67,17 @@ def test_each_stored_sample_keeps_the_prompt_its_model_read_when_it_is_not_the_b
     assert chat.sample_rows and not any("rendered_prompt" in s for s in tiny.sample_rows)
 
 
+CALL_EXAMPLE = [
+    {"role": "user", "content": "53*12-17="},
+    {"role": "assistant", "content": "<calc>53*12-17</calc>"},
+    {"role": "user", "content": "<result>619</result>"},
+    {"role": "assistant", "content": "619"},
+]
+
+
 @pytest.mark.parametrize("prompt", [{}, {"system": "Be brief.", "template": "Q: {question}\n{instruction}"},
-                                    {"format": "plain", "system": "Be brief."}])  # fmt: skip
+                                    {"format": "plain", "system": "Be brief."}, {"examples": [CALL_EXAMPLE]},
+                                    {"format": "plain", "examples": [CALL_EXAMPLE]}])  # fmt: skip
 def test_the_web_sides_preview_renders_the_prompt_the_model_reads(tmp_path, chat_model, prompt):
     rows = [{"question": f"What is {i} + 1?", "answer": f"#### {i + 1}"} for i in range(30)]
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -90,6 +99,40 @@ def test_a_template_places_the_question_and_plain_prompts_stay_as_they_are(chat_
     tiny = policy_of(small_config())
     assert tiny.render_prompt("1+2=") == "1+2="
     assert tiny.encode_prompt("1+2=") == tiny.tokenizer("1+2=")["input_ids"]
+
+
+def test_worked_examples_are_the_conversations_earlier_turns_and_a_line_each_in_plain_text(chat_model):
+    answer_only = [{"role": "user", "content": "2+2="}, {"role": "assistant", "content": "4"}]
+    shown = {"system": "Use the tool.", "instruction": "", "examples": [CALL_EXAMPLE, answer_only]}
+    cfg = chat_config(chat_model, prompt=shown)
+    policy = policy_of(cfg)
+    messages = [{"role": "system", "content": "Use the tool."}, *CALL_EXAMPLE, *answer_only,
+                {"role": "user", "content": "1+2="}]  # fmt: skip
+    template = policy.tokenizer.apply_chat_template
+    assert policy.render_prompt("1+2=") == template(messages, add_generation_prompt=True, tokenize=False)
+    # the example's tool answer is written as the environment's observation is: a user message between turns
+    observation = policy.tokenizer.decode(policy.prompts.observation_ids("<result>619</result>", turn_closed=False))
+    assert f"<calc>53*12-17</calc>{observation}619" in policy.render_prompt("1+2=")
+    plain = policy_of(chat_config(chat_model, prompt={"format": "plain", "examples": [CALL_EXAMPLE, answer_only]}))
+    assert plain.render_prompt("1+2=") == "53*12-17=<calc>53*12-17</calc><result>619</result>619\n2+2=4\n1+2="
+    tiny = policy_of(small_config(prompt={"examples": [answer_only]}))
+    assert tiny.render_prompt("1+2=") == "2+2=4\n1+2="
+
+
+@pytest.mark.parametrize(
+    "example, why",
+    [
+        ([{"role": "assistant", "content": "4"}, {"role": "user", "content": "2+2="}], "example 1: its messages"),
+        ([{"role": "user", "content": "2+2="}, {"role": "user", "content": "4"}], "alternate user, assistant"),
+        ([{"role": "user", "content": "2+2="}, {"role": "system", "content": "4"}], "user.*assistant"),
+        ([{"role": "user", "content": "2+2="}, {"role": "assistant", "content": ""}], "at least 1 character"),
+        ([{"role": "user", "content": "2+2="}], "at least 2 items"),
+    ],
+)
+def test_a_worked_example_that_is_not_a_conversation_ending_with_the_assistant_is_refused_by_field(example, why):
+    with pytest.raises(ConfigError, match=why) as refused:
+        small_config(prompt={"examples": [example]})
+    assert any(field.startswith("prompt.examples") for field in refused.value.fields)
 
 
 def test_the_question_answer_files_ask_a_chat_model_for_their_own_answer_format(tmp_path, chat_model):
@@ -273,6 +316,9 @@ def test_the_prompt_section_and_the_pretrained_knobs_at_their_defaults_leave_eve
     cfg = small_config()
     assert "prompt" not in json.loads(cfg.canonical_json())
     assert small_config(prompt={"system": "Be brief."}).config_hash() != cfg.config_hash()
+    assert "examples" not in json.loads(small_config(prompt={"system": "Be brief."}).canonical_json())["prompt"]
+    worked = [{"role": "user", "content": "1+1="}, {"role": "assistant", "content": "2"}]
+    assert small_config(prompt={"examples": [worked]}).config_hash() != cfg.config_hash()
     pretrained = chat_config(chat_model)
     assert "lora_rank" not in json.loads(pretrained.canonical_json())["model"]
     assert chat_config(chat_model, model={"lora_rank": 8}).config_hash() != pretrained.config_hash()

@@ -12,10 +12,11 @@ from workers import metrics as metric
 from workers.environments import ENVIRONMENTS
 from workers.environments.calculator import CalculatorKnobs
 from workers.environments.calculator.component import evaluate
+from workers.environments.episodes import TurnRecord
 from workers.reporting import MemoryReporter
 from workers.rollout import Generations
 from workers.tasks import Example, build_task
-from workers.training.report import batch_metrics
+from workers.training.report import batch_metrics, called
 from workers.training.trainer import Trainer
 
 
@@ -212,8 +213,19 @@ def test_an_episode_is_its_turns_and_observations_and_only_the_turns_are_the_pol
     observations = [len(f"<result>{e.answer}</result>") for e in batch.examples for _ in range(2)]
     assert seen[metric.EPISODE_SUCCESS] == 0.5 and seen[metric.EPISODE_TURNS] == 2
     assert seen[metric.EPISODE_WELL_FORMED] == 1.0 and seen[metric.EPISODE_TRUNCATED] == 0.0
+    assert seen[metric.EPISODE_CALLED] == 1.0  # every episode called the calculator before its answer
     assert seen[metric.EPISODE_OBSERVATION_TOKENS] == pytest.approx(np.mean(observations))
     assert seen[metric.EPISODE_POLICY_TOKENS] == pytest.approx(float(batch.policy_tokens.sum()) / 4)
+
+
+def test_an_episode_called_its_tool_only_with_a_call_the_environment_could_read():
+    def record(*turns):  # (action, well_formed) per turn
+        return [TurnRecord(0, 1, 1, 0.0, "", well_formed, action=action) for action, well_formed in turns]
+
+    assert called(record(("12*7", True), ("", True)))  # a call, then the answer
+    assert not called(record(("", True)))  # answered in its head
+    assert not called(record(("12 apples", False), ("", True)))  # its only call was malformed
+    assert called(record(("12 apples", False), ("12*7", True), ("", True)))
 
 
 def logit_gradients(trainer, batch):

@@ -95,3 +95,56 @@ def test_a_key_on_one_line_with_escaped_breaks_is_redacted_whole():
     text, count = redact_secrets('+{"key": "' + block.replace("\n", "\\n") + '"}\n')
     assert count == 1 and not any(line in text for line in lines)
     assert text == '+{"key": "' + BEGIN + "[REDACTED]" + END + '"}\n'
+
+
+LETTERS = "abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+
+
+def made_up(prefix: str, length: int, alphabet: str = LETTERS) -> str:
+    """A token of the service's shape, random each run (so no scanner's list of known examples can help)."""
+    return prefix + "".join(alphabet[byte % len(alphabet)] for byte in os.urandom(length))
+
+
+# the shapes their services issue, each in a line as a diff would carry it
+AWS_SECRET = made_up("", 40, LETTERS + "/+")
+HF = made_up("hf_", 34)
+OPENAI = made_up("sk-proj-", 120)
+OPENAI_LEGACY = made_up("sk-", 48)
+ANTHROPIC = made_up("sk-ant-api03-", 95)
+GITHUB = made_up("ghp_", 36)
+GITHUB_FINE = made_up("github_pat_", 82)
+GITLAB = made_up("glpat-", 20)
+ROLLOUTLAB = made_up("rl_", 43)
+SECRET_LINES = [
+    (f"+AWS_SECRET_ACCESS_KEY={AWS_SECRET}", AWS_SECRET),
+    (f"+export AWS_SECRET_ACCESS_KEY={AWS_SECRET}", AWS_SECRET),
+    (f"+aws_secret_access_key = {AWS_SECRET}", AWS_SECRET),  # ~/.aws/credentials
+    (f"+HF_TOKEN={HF}", HF),
+    (f'+huggingface_hub.login(token="{HF}")', HF),
+    (f"+OPENAI_API_KEY={OPENAI}", OPENAI),
+    (f'+client = OpenAI(api_key="{OPENAI_LEGACY}")', OPENAI_LEGACY),
+    (f"+    anthropic_key: {ANTHROPIC}", ANTHROPIC),
+    (f"+GITHUB_TOKEN={GITHUB}", GITHUB),
+    (f"+  curl -H 'Authorization: token {GITHUB}' https://api.github.com/user", GITHUB),
+    (f"+git clone https://{GITHUB_FINE}@github.com/lab/data.git", GITHUB_FINE),
+    (f'+gitlab = Gitlab(url, private_token="{GITLAB}")', GITLAB),
+    (f"+ROLLOUTLAB_TOKEN={ROLLOUTLAB}", ROLLOUTLAB),
+    (f'+requests.get(url, headers={{"Authorization": "Bearer {ROLLOUTLAB}"}})', ROLLOUTLAB),
+    ("+DB_PASSWORD=Tr0ub4dor-and-3", "Tr0ub4dor-and-3"),
+    ("+TOKEN=x9Kq2mWv7Lp4Zr8T", "x9Kq2mWv7Lp4Zr8T"),
+]
+
+
+@pytest.mark.parametrize("line, secret", SECRET_LINES, ids=[f"line{i}" for i in range(len(SECRET_LINES))])
+def test_common_secrets_are_redacted_whole_wherever_a_diff_carries_them(line, secret):
+    diff = f"diff --git a/train.py b/train.py\n--- a/train.py\n+++ b/train.py\n@@ -1 +1,2 @@\n LR = 3e-4\n{line}\n"
+    text, count = redact_secrets(diff)
+    assert count >= 1 and "[REDACTED" in text
+    # nothing of it is left: not the whole, not the part after a service's prefix
+    assert not any(secret[i : i + 8] in text for i in range(len(secret) - 7)), text
+
+
+def test_names_and_references_that_only_look_like_secrets_are_kept():
+    diff = ("+    self.max_tokens = config.max_new_tokens\n+MAX_TOKENS=512\n+export HF_TOKEN=$HF_TOKEN\n"
+            "+token_ids = tokenizer(text)\n+TOKENIZER_PATH=models/tokenizer.json\n")  # fmt: skip
+    assert redact_secrets(diff) == (diff, 0)

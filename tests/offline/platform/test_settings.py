@@ -107,14 +107,13 @@ def test_the_https_settings_come_from_the_environment(tmp_path):
     env = {"SECURE_HSTS_SECONDS": "3600", "SECURE_PROXY_SSL_HEADER": "HTTP_X_FORWARDED_PROTO,https",
            "SESSION_COOKIE_SECURE": "True", "CSRF_TRUSTED_ORIGINS": "https://a.example, https://b.example"}  # fmt: skip
     names = ["SECURE_HSTS_SECONDS", "SECURE_PROXY_SSL_HEADER", "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE",
-             "CSRF_TRUSTED_ORIGINS", "AXES_IPWARE_META_PRECEDENCE_ORDER"]  # fmt: skip
+             "CSRF_TRUSTED_ORIGINS"]  # fmt: skip
     assert loaded(env, names, tmp_path) == {
         "SECURE_HSTS_SECONDS": 3600,
         "SECURE_PROXY_SSL_HEADER": ["HTTP_X_FORWARDED_PROTO", "https"],
         "SESSION_COOKIE_SECURE": True,
         "CSRF_COOKIE_SECURE": False,
         "CSRF_TRUSTED_ORIGINS": ["https://a.example", "https://b.example"],
-        "AXES_IPWARE_META_PRECEDENCE_ORDER": ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"],
     }
 
 
