@@ -27,8 +27,6 @@ from daphne import http_protocol
 from django.conf import settings
 from django.urls import Resolver404, resolve
 
-from rolloutlab.audit.uploads import FORM_SLACK
-
 UPLOAD_ROUTES = {"audit:import", "api:import_bundle"}  # the views that read a bundle upload
 REFUSAL = (
     b"HTTP/1.1 %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nRetry-After: 60\r\n"
@@ -43,7 +41,7 @@ def body_limit(target: bytes) -> int:
     except (Resolver404, UnicodeDecodeError, ValueError):
         route = ""
     if route in UPLOAD_ROUTES:
-        return settings.BUNDLE_MAX_BYTES + FORM_SLACK
+        return settings.BUNDLE_MAX_BYTES + settings.BUNDLE_FORM_SLACK
     return settings.REQUEST_MAX_BYTES
 
 
@@ -62,7 +60,8 @@ class BoundedRequest(http_protocol.WebRequest):
             self.refuse(b"413 Content Too Large", f"the request body is larger than {self.limit} bytes, the most "
                         "this address accepts")  # fmt: skip
             return
-        if self.limit > settings.REQUEST_MAX_BYTES and not self.admit_large():
+        large = length is None or length > settings.REQUEST_MAX_BYTES  # chunked: its size is known only at its end
+        if self.limit > settings.REQUEST_MAX_BYTES and large and not self.admit_large():
             return
         super().gotLength(length)
 

@@ -292,6 +292,7 @@ if not BUNDLE_SIGNING_KEY:
 BUNDLE_TRUSTED_KEYS = [k.strip() for k in os.environ.get("BUNDLE_TRUSTED_KEYS", "").split(",") if k.strip()]
 # What an import accepts, checked from the zip's central directory before anything is decompressed
 BUNDLE_MAX_BYTES = envint("BUNDLE_MAX_BYTES", 512 * 2**20)  # the upload itself
+BUNDLE_FORM_SLACK = 64 * 1024  # a form's boundaries, headers and small fields beside the bundle
 BUNDLE_MAX_MEMBERS = envint("BUNDLE_MAX_MEMBERS", 16)
 BUNDLE_MAX_MEMBER_BYTES = envint("BUNDLE_MAX_MEMBER_BYTES", 256 * 2**20)  # one member, decompressed
 BUNDLE_MAX_TOTAL_BYTES = envint("BUNDLE_MAX_TOTAL_BYTES", 1024 * 2**20)  # all members, decompressed

@@ -22,7 +22,6 @@ from django.utils.datastructures import MultiValueDict
 from rolloutlab.inputs import UserInputError
 
 CHUNK = 2**20
-FORM_SLACK = 64 * 1024  # a form's boundaries, headers and small fields beside the file
 
 
 def too_large() -> UserInputError:
@@ -34,7 +33,7 @@ class CappedUploadHandler(TemporaryFileUploadHandler):
     """Spools the upload to a temporary file and stops it past BUNDLE_MAX_BYTES."""
 
     def handle_raw_input(self, input_data, META, content_length, boundary, encoding=None):
-        if content_length > settings.BUNDLE_MAX_BYTES + FORM_SLACK:
+        if content_length > settings.BUNDLE_MAX_BYTES + settings.BUNDLE_FORM_SLACK:
             self.request.bundle_too_large = True
             return QueryDict(encoding=encoding), MultiValueDict()  # nothing of the body is read
         return None
@@ -60,7 +59,7 @@ def declared_length(request) -> int:
 
 def bundle_upload(request):
     """The uploaded bundle as a binary file: a form's `bundle` file, else the raw body. None if neither."""
-    if declared_length(request) > settings.BUNDLE_MAX_BYTES + FORM_SLACK:
+    if declared_length(request) > settings.BUNDLE_MAX_BYTES + settings.BUNDLE_FORM_SLACK:
         raise too_large()
     if request.content_type == "multipart/form-data":
         upload = request.FILES.get("bundle")
