@@ -112,7 +112,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         if time.monotonic() - self.checked_at >= settings.SOCKET_ACCESS_RECHECK_S:
             self.checked_at = time.monotonic()
             if not await self.still_allowed():
-                await self.access_recheck(message)
+                await self.close_forbidden()
                 return
         await self.send_json(message["event"])
 
@@ -120,8 +120,11 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         """The holder's access changed (its share link revoked, a membership removed): close if the run is gone."""
         self.checked_at = time.monotonic()
         if not await self.still_allowed():
-            await self.send_json({"kind": "closed", "error": "you may no longer see this run"})
-            await self.close(code=4403)
+            await self.close_forbidden()
+
+    async def close_forbidden(self):
+        await self.send_json({"kind": "closed", "error": "you may no longer see this run"})
+        await self.close(code=4403)
 
     @database_sync_to_async
     def still_allowed(self) -> bool:
