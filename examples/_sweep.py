@@ -1,12 +1,14 @@
 """Shared by the sweeps in examples/: run (variant, seed) pairs with the CLI, then summarise them.
 
 A sweep module defines VARIANTS = {label: (overrides, observable)} over a base YAML and calls
-`main(BASE, VARIANTS)`. Runs go two at a time, one thread each; a run directory that already
-holds a succeeded run is not run again, so an interrupted sweep picks up where it stopped, and
-`--only TEXT` runs the variants whose label contains TEXT (a part now, the rest later). Per variant
-it prints held-out pass@1 (the mean of the last three evals) as IQM with its 95% stratified-bootstrap
+`main(BASE, VARIANTS)`. Runs go two at a time, one thread each. A run directory that already
+holds a succeeded run is not run again and one stopped part way goes on from its last resume
+checkpoint, so an interrupted sweep picks up where it stopped; `--only TEXT` runs the variants
+whose label contains TEXT (a part now, the rest later). Per variant it prints held-out pass@1
+(the mean of the last three evals after step 0) as IQM with its 95% stratified-bootstrap
 interval, the rollout tokens spent, the tokens until pass@1 first reached --target, and the
-observable averaged over each run's steps (IQM over the runs, with its interval).
+observable averaged over each run's steps, or an evaluation's at the run's last (IQM over the runs, with its
+interval).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from rolloutlab.compare.stats import interval, iqm
+from workers.bundle import bundle_run_dir, read_bundle
+from workers.training.checkpoint import latest_checkpoint
 
 
 def slug(name: str) -> str:
@@ -32,12 +36,17 @@ def run(base: Path, out: Path, overrides: list[str], seed: int) -> Path:
     status = out / "status.jsonl"
     if status.is_file() and '"state": "succeeded"' in status.read_text():
         return out
-    if out.exists():  # a run the last, interrupted sweep left unfinished: the CLI takes only a fresh directory
-        shutil.rmtree(out)
-    command = [sys.executable, "-m", "workers", "run", str(base), "--out", str(out), "--no-progress",
-               "--set", f"seed={seed}"]  # fmt: skip
-    for assignment in overrides:
-        command += ["--set", assignment]
+    if (out / "config.yaml").is_file() and latest_checkpoint(out) is not None:
+        # a run the last, interrupted sweep left unfinished: it goes on from its last resume checkpoint, with the
+        # config it saved, and ends as the undisturbed run would have (tests/offline/engine/test_cli.py)
+        command = [sys.executable, "-m", "workers", "run", "--resume", "--out", str(out), "--no-progress"]
+    else:
+        if out.exists():  # stopped before its first checkpoint: the CLI takes only a fresh directory
+            shutil.rmtree(out)
+        command = [sys.executable, "-m", "workers", "run", str(base), "--out", str(out), "--no-progress",
+                   "--set", f"seed={seed}"]  # fmt: skip
+        for assignment in overrides:
+            command += ["--set", assignment]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     return out
 
@@ -48,15 +57,24 @@ def read_metrics(out: Path) -> list[dict]:
 
 def summarize(rows: list[dict], observable: str, target: float) -> dict[str, float]:
     evals = [r for r in rows if "eval/pass@1" in r]
+    trained = [r for r in evals if r["step"] > 0] or evals  # a run evaluated only at its start and end: the end
     tokens = {r["step"]: r.get("counters/rollout_tokens", 0.0) for r in rows}
     reached = next((tokens.get(r["step"], 0.0) for r in evals if r["eval/pass@1"] >= target), float("nan"))
     return {
         "start": evals[0]["eval/pass@1"],
-        "final": float(np.mean([r["eval/pass@1"] for r in evals[-3:]])),
-        "observed": float(np.mean(seen)) if (seen := [r[observable] for r in rows if observable in r]) else np.nan,
+        "final": float(np.mean([r["eval/pass@1"] for r in trained[-3:]])),
+        "observed": observed(rows, observable),
         "tokens": max(tokens.values()),
         "to_target": reached,
     }
+
+
+def observed(rows: list[dict], observable: str) -> float:
+    """The observable's mean over the run's steps; an evaluation's (eval/...) at the last evaluation."""
+    seen = [r[observable] for r in rows if observable in r]
+    if not seen:
+        return np.nan  # the variant never writes it (e.g. the base)
+    return float(seen[-1] if observable.startswith("eval/") else np.mean(seen))
 
 
 def with_interval(values: np.ndarray) -> str:
@@ -78,8 +96,15 @@ def print_diagnostics(results_rows: dict[str, list[list[dict]]], names: list[str
 
 
 def main(
-    base: Path, variants: dict[str, tuple[list[str], str]], default_out: str, diagnostics: list[str] | None = None
+    base: Path,
+    variants: dict[str, tuple[list[str], str]],
+    default_out: str,
+    diagnostics: list[str] | None = None,
+    record: Path | None = None,
 ) -> None:
+    """record: a directory kept with the code, where each finished run's bundle is written and read back, so that a
+    sweep spread over sittings on different machines counts the runs of the earlier ones (and anyone can import
+    them into the platform: `python manage.py import_bundle FILE`)."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--parallel", type=int, default=2)
@@ -93,12 +118,24 @@ def main(
         if not variants:
             parser.error(f"--only {args.only} matches no variant")
     jobs = [(name, seed) for name in variants for seed in range(args.seeds)]
+
+    def metric_rows(job: tuple[str, int]) -> list[dict]:
+        """The run's metrics: from its bundle in `record` if a sitting before this one finished it, else run."""
+        label = f"{slug(job[0])}-s{job[1]}"
+        bundle = record / f"{label}.zip" if record is not None else None
+        if bundle is not None and bundle.is_file():
+            return read_bundle(bundle).metric_rows()
+        out = run(base, args.out / label, variants[job[0]][0], job[1])
+        if bundle is not None:
+            bundle.parent.mkdir(parents=True, exist_ok=True)
+            bundle_run_dir(out, bundle)
+        return read_metrics(out)
+
     with ThreadPoolExecutor(args.parallel) as pool:
-        outs = list(pool.map(lambda j: run(base, args.out / f"{slug(j[0])}-s{j[1]}", variants[j[0]][0], j[1]), jobs))
+        all_rows = list(pool.map(metric_rows, jobs))
     results: dict[str, list[dict[str, float]]] = {}
     rows_by_variant: dict[str, list[list[dict]]] = {}
-    for (name, _), out in zip(jobs, outs):
-        rows = read_metrics(out)
+    for (name, _), rows in zip(jobs, all_rows):
         rows_by_variant.setdefault(name, []).append(rows)
         results.setdefault(name, []).append(summarize(rows, variants[name][1], args.target))
     print(f"| variant | pass@1 at 0 | final pass@1, IQM [95% CI] | per seed | rollout tokens | "

@@ -110,6 +110,10 @@ EPISODE_OBSERVATION_TOKENS = "episodes/observation_tokens_mean"  # the environme
 PASS_AT_1 = "eval/pass@1"  # greedy
 PASS_AT_K = "eval/pass@k"  # unbiased estimator from eval.samples
 MAJ_AT_K = "eval/maj@k"  # majority vote over disjoint blocks of k
+# pass@k over the held-out problems that neither the greedy completion nor any sample solved at step 0 (what
+# exploration methods claim to open up), and their share of the held-out split
+PASS_AT_K_UNSOLVED = "eval/pass@k/unsolved_at_start"
+UNSOLVED_AT_START = "eval/unsolved_at_start"
 
 # the prompt history (workers/pipeline/history.py)
 PROMPTS_DISTINCT = "prompts/distinct"

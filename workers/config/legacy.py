@@ -63,7 +63,7 @@ ADDED_KNOBS: dict[str, dict[str, object]] = {
         "autocast": "none",
     },
     "task": {"verifier": "numeric", "answer_position": "last", "extraction": "strict"},
-    "schedule": {"micro_batch_tokens": 0, "rollout_lag": None},
+    "schedule": {"micro_batch_tokens": 0, "rollout_lag": None, "rollout_token_budget": None},
     "prompt": {"examples": []},
 }
 ADDED_SECTIONS = {"prompt", "environment"}  # hashed only when a knob of theirs is set

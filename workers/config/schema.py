@@ -351,6 +351,12 @@ class ScheduleConfig(Section):
     time_limit_s: float | None = Field(
         None, gt=0, le=1e9, description="Stop after this many seconds of training, if set."
     )
+    rollout_token_budget: int | None = Field(
+        None, ge=1, le=10**15,
+        description="Stop after the step at which the completion tokens sampled for training (counters/rollout_tokens) "
+        "reach this many, if set: methods that spend tokens differently compared at an equal sampling budget. The "
+        "final evaluation follows as at any end.",
+    )  # fmt: skip
     updates_per_batch: int = Field(
         1, ge=1, le=64, description="Passes over each batch (mu in GRPO; >1 makes the update off-policy)."
     )

@@ -48,27 +48,45 @@ def maj_at_k(task, example, completions: list[str], k: int) -> float:
 
 
 def score_eval(task, examples, greedy: list[str], sampled: list[str], n: int, k: int,
-               solved: tuple[list[bool], list[bool]] | None = None) -> dict[str, float]:  # fmt: skip
+               solved: tuple[list[bool], list[bool]] | None = None,
+               unsolved_at_start: list[int] | None = None) -> dict[str, float]:  # fmt: skip
     """Mean pass@1 over the greedy completions (one per example); pass@k and maj@k over n samples per example.
 
     `solved`: for episodes, whether the environment said each greedy and each sampled episode was solved (the
     correctness of an episode, which its last turn alone may not show: a puzzle is solved by its moves); maj@k
-    still votes on the answers the last turns commit to."""
-    greedy_correct, sampled_correct = solved or (
-        [task.is_correct(e, text) for e, text in zip(examples, greedy)],
-        [task.is_correct(examples[i // n], text) for i, text in enumerate(sampled)],
-    )
+    still votes on the answers the last turns commit to. `unsolved_at_start`: the indices of the examples no
+    completion solved at the first evaluation (unsolved_problems), over which pass@k is reported too."""
+    greedy_correct, sampled_correct = judge(task, examples, greedy, sampled, n, solved)
     pass1, passk, majk = [], [], []
     for i, example in enumerate(examples):
         pass1.append(greedy_correct[i])
         group = sampled[i * n : (i + 1) * n]
         passk.append(pass_at_k(n, sum(sampled_correct[i * n : (i + 1) * n]), k))
         majk.append(maj_at_k(task, example, group, k))
-    return {
+    scores = {
         metric.PASS_AT_1: float(np.mean(pass1)),
         metric.PASS_AT_K: float(np.mean(passk)),
         metric.MAJ_AT_K: float(np.mean(majk)),
     }
+    if unsolved_at_start is not None:
+        scores[metric.UNSOLVED_AT_START] = len(unsolved_at_start) / len(examples)
+        if unsolved_at_start:  # none left unsolved: nothing to report pass@k over
+            scores[metric.PASS_AT_K_UNSOLVED] = float(np.mean([passk[i] for i in unsolved_at_start]))
+    return scores
+
+
+def judge(task, examples, greedy: list[str], sampled: list[str], n: int,
+          solved: tuple[list[bool], list[bool]] | None = None) -> tuple[list[bool], list[bool]]:  # fmt: skip
+    """Whether each greedy completion (one per example) and each sample (n per example) is correct."""
+    return solved or (
+        [task.is_correct(e, text) for e, text in zip(examples, greedy)],
+        [task.is_correct(examples[i // n], text) for i, text in enumerate(sampled)],
+    )
+
+
+def unsolved_problems(greedy_correct: list[bool], sampled_correct: list[bool], n: int) -> list[int]:
+    """The indices of the examples whose greedy completion and n samples are all wrong."""
+    return [i for i, right in enumerate(greedy_correct) if not right and not any(sampled_correct[i * n : (i + 1) * n])]
 
 
 class Evaluator:
@@ -77,6 +95,9 @@ class Evaluator:
     def __init__(self, cfg, task, policy, backends, device: torch.device):
         self.cfg, self.task, self.policy, self.backends, self.device = cfg, task, policy, backends, device
         self.environment = build_environment(cfg, task)  # with one, a completion is an episode's final turn
+        # the held-out problems nothing solved at step 0; None until then (a run not evaluated at step 0 has none).
+        # Saved in a resume checkpoint: a resumed run does not evaluate step 0 again
+        self.unsolved_at_start: list[int] | None = None
 
     @torch.no_grad()
     def __call__(self, step: int) -> dict[str, float]:
@@ -96,7 +117,15 @@ class Evaluator:
             sampled, sampled_solved = self.texts(examples, e.n, SamplingParams(max_new, e.temperature), generator,
                                                  evaluating)  # fmt: skip
         solved = (greedy_solved, sampled_solved) if self.environment is not None else None
-        return score_eval(self.task, examples, greedy, sampled, e.n, e.k, solved)
+        if step == 0:
+            self.unsolved_at_start = unsolved_problems(*judge(self.task, examples, greedy, sampled, e.n, solved), e.n)
+        return score_eval(self.task, examples, greedy, sampled, e.n, e.k, solved, self.unsolved_at_start)
+
+    def state_dict(self) -> dict:
+        return {"unsolved_at_start": self.unsolved_at_start}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.unsolved_at_start = state.get("unsolved_at_start")
 
     def texts(self, examples, n: int, params: SamplingParams, generator, evaluating: progress.Phase,
               rows_per_call: int = 1024) -> tuple[list[str], list[bool]]:  # fmt: skip

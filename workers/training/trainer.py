@@ -178,6 +178,10 @@ class Trainer:
         if limit and time.perf_counter() - started > limit:
             self.reporter.log(f"time limit of {limit:g}s reached after step {step}")
             return True
+        budget, spent = self.cfg.schedule.rollout_token_budget, self.state.counters[metric.ROLLOUT_TOKENS]
+        if budget and spent >= budget:
+            self.reporter.log(f"rollout-token budget of {budget:,} reached after step {step} ({spent:,.0f} sampled)")
+            return True
         return False
 
     def training_phase(self):
@@ -247,6 +251,7 @@ class Trainer:
             "data_stream": state.data_stream.state_dict(),
             "history": state.history.state_dict(),
             "components": checkpoint.freeze_components(state.stages, self.cfg),
+            "evaluation": self.evaluate.state_dict(),
         }
 
     def restore(self, point: checkpoint.ResumePoint) -> int:
@@ -270,6 +275,7 @@ class Trainer:
         run.data_stream.load_state_dict(state["data_stream"])
         run.history.load_state_dict(state["history"])
         run.stages = checkpoint.thaw_components(state["components"], self.cfg)
+        self.evaluate.load_state_dict(state.get("evaluation", {}))  # a checkpoint written before it kept none
         self.backends.sync()  # a sampler made already loads the restored weights; the own backend before its next use
         self.reporter.log(f"resumed from the checkpoint of step {state['step']}")
         return int(state["step"])

@@ -168,17 +168,30 @@ def test_a_bundle_round_trips_through_import_and_reproduces_from_the_cli(alice, 
     assert compare_streams(services.metric_rows(run.id), read_metrics(out / "metrics.jsonl"))["identical"]
 
 
-def test_another_rollout_lab_imports_the_bundle(alice, alice_client, tmp_path):
-    """A second platform (the embedded one, on its own SQLite database) shows the bundle as a run."""
-    path = tmp_path / "run.zip"
-    path.write_bytes(bundle_bytes(alice_client, launched(alice)))
+def test_another_rollout_lab_imports_a_sweeps_bundles_as_one_experiment_or_not_at_all(alice, alice_client, tmp_path):
+    """A second platform (the embedded one, on its own SQLite database) shows bundles as runs: `import_bundle A B
+    --experiment NAME` (a sweep kept as bundles) puts them in one experiment and prints its compare page; with an
+    altered bundle among them, nothing is imported."""
+    good, altered = tmp_path / "good.zip", tmp_path / "altered.zip"
+    good.write_bytes(bundle_bytes(alice_client, launched(alice)))
+    altered.write_bytes(edit_config(good.read_bytes()))
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "SECRET_KEY")}
     env.update(SQLITE_PATH=str(tmp_path / "other.sqlite3"), STORAGE_ROOT=str(tmp_path / "other"))
-    manage = [sys.executable, "manage.py"]
-    for command in (["migrate", "-v0"], ["demo_user"], ["import_bundle", str(path)]):
-        result = subprocess.run([*manage, *command], cwd=REPO, env=env, capture_output=True, text=True)
-        assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("imported run #1:")
+
+    def manage(*command):
+        return subprocess.run([sys.executable, "manage.py", *command], cwd=REPO, env=env, capture_output=True,
+                              text=True)  # fmt: skip
+
+    assert manage("migrate", "-v0").returncode == 0 and manage("demo_user").returncode == 0
+    refused = manage("import_bundle", str(good), str(altered), "--experiment", "sweep")
+    assert refused.returncode == 1 and "altered: config.yaml does not match its sha256" in refused.stderr
+    done = manage("import_bundle", str(good), str(good), "--experiment", "real model")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines[:2]] == ["imported run #1", "imported run #2"]  # none kept before
+    assert lines[2] == "experiment #1 (2 runs): /compare/?experiment=1"
+    too_long = manage("import_bundle", str(good), "--experiment", "x" * 201)
+    assert too_long.returncode == 1 and "--experiment: at most 200 characters" in too_long.stderr
 
 
 def edit_config(data: bytes) -> bytes:

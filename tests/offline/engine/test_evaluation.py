@@ -11,7 +11,7 @@ from workers.errors import ConfigError
 from workers.reporting import MemoryReporter
 from workers.rollout import Generations
 from workers.tasks import Example
-from workers.training.evaluation import pass_at_k, score_eval
+from workers.training.evaluation import pass_at_k, score_eval, unsolved_problems
 from workers.training.trainer import Trainer
 
 
@@ -63,6 +63,31 @@ def test_an_episodes_correctness_is_the_environments_solved_not_its_last_turns_t
     assert scores["eval/pass@1"] == pytest.approx(2 / 3)  # examples b and c, whatever the texts say
     assert scores["eval/pass@k"] == pytest.approx(1 - math.comb(3, 2) / math.comb(4, 2))  # 1 of 4 solved each
     assert scores["eval/maj@k"] == pytest.approx((1 / 2 + 1 / 2 + 0) / 3)  # votes are still on the answers
+
+
+def test_pass_at_k_over_the_problems_nothing_solved_at_the_start():
+    greedy = ["0", "0", "0"]  # a and b are solved by a sample only, c by nothing
+    correct = ([False] * 3, [text == e.answer for i, text in enumerate(SAMPLED) for e in [EXAMPLES[i // 4]]])
+    assert unsolved_problems(*correct, n=4) == [2]
+    assert unsolved_problems([True, False, False], [False] * 12, n=4) == [1, 2]
+    later = score_eval(StubTask(), EXAMPLES, greedy, SAMPLED, n=4, k=2, unsolved_at_start=[1])
+    assert later["eval/unsolved_at_start"] == pytest.approx(1 / 3)
+    assert later["eval/pass@k/unsolved_at_start"] == pytest.approx(1 - math.comb(3, 2) / math.comb(4, 2))  # b's
+    none_left = score_eval(StubTask(), EXAMPLES, greedy, SAMPLED, n=4, k=2, unsolved_at_start=[])
+    assert none_left["eval/unsolved_at_start"] == 0 and "eval/pass@k/unsolved_at_start" not in none_left
+    assert "eval/unsolved_at_start" not in score_eval(StubTask(), EXAMPLES, greedy, SAMPLED, n=4, k=2)
+
+
+def test_a_run_reports_pass_at_k_over_the_problems_its_step_0_evaluation_left_unsolved():
+    cfg = small_config(schedule={"steps": 4}, eval={"every": 2, "size": 32, "samples": 4, "k": 2})
+    reporter = MemoryReporter()
+    Trainer(cfg, reporter).run()
+    shares = reporter.series("eval/unsolved_at_start")
+    assert [step for step, _ in shares] == [0, 2, 4] and len({share for _, share in shares}) == 1  # one set
+    assert 0 < shares[0][1] < 1, shares
+    opened = reporter.series("eval/pass@k/unsolved_at_start")
+    assert opened[0] == (0, 0.0)  # by definition: none of their samples was right at step 0
+    assert [step for step, _ in opened] == [0, 2, 4] and all(0 <= v <= 1 for _, v in opened)
 
 
 class ScriptedBackend:

@@ -240,3 +240,22 @@ def test_every_step_reports_what_it_cost_the_machine():
         assert 0 < row[metric.RSS_GB] < 64 and 0 < row[metric.MEM_UTIL] <= 100
         assert row[metric.RSS_GB] <= row[metric.PEAK_RSS_GB] < 64  # the high-water mark holds what is held now
         assert metric.GPU_UTIL not in row  # a CPU run has no GPU to sample
+
+
+def test_the_rollout_token_budget_ends_the_run_after_the_step_that_reaches_it_and_still_evaluates():
+    """Methods compared at an equal sampling budget: the step that reaches it is the last, the final evaluation
+    follows; a budget never reached leaves schedule.steps in charge, and a config without it keeps its hash."""
+    unbounded = run(small_config(schedule={"steps": 6}, eval={"every": 10, "size": 8}))[1]
+    tokens = [v for _, v in unbounded.series("counters/rollout_tokens")]
+    budget = int(tokens[2]) - 1  # reached by step 3, not by step 2
+    assert tokens[1] < budget <= tokens[2]
+    _, reporter, state = run(small_config(schedule={"steps": 6, "rollout_token_budget": budget},
+                                          eval={"every": 10, "size": 8}))  # fmt: skip
+    assert state == "succeeded" and reporter.states[-1] == ("succeeded", "3 steps")
+    assert [step for step, _ in reporter.series("eval/pass@1")] == [0, 3]
+    assert [v for _, v in reporter.series("counters/rollout_tokens")] == tokens[:3]  # the same steps, then a stop
+    assert any(f"rollout-token budget of {budget:,} reached after step 3" in line for line in reporter.lines)
+    assert run(small_config(schedule={"steps": 2, "rollout_token_budget": 10**12}))[1].states[-1][1] == "2 steps"
+    plain = small_config(schedule={"steps": 6})
+    assert small_config(schedule={"steps": 6, "rollout_token_budget": None}).config_hash() == plain.config_hash()
+    assert small_config(schedule={"steps": 6, "rollout_token_budget": budget}).config_hash() != plain.config_hash()

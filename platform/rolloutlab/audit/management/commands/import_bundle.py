@@ -1,29 +1,52 @@
-"""`python manage.py import_bundle FILE [--user NAME] [--project imported]`: a bundle as a run of this platform."""
+"""`python manage.py import_bundle FILE [FILE ...] [--user NAME] [--project imported] [--experiment NAME]`: bundles
+as runs of this platform; with --experiment, the runs of one experiment, whose compare page is printed (a sweep kept
+as bundles, e.g. docs/methods/real-model/, opened on the compare page in one command)."""
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+from django.urls import reverse
 
 from rolloutlab.audit.services import import_bundle
 from rolloutlab.runs.access import project_for_launch
+from rolloutlab.runs.models import Experiment
 from workers import metrics as metric
 from workers.bundle import BundleError
 
+EXPERIMENT_NAME_MAX = Experiment._meta.get_field("name").max_length
+
 
 class Command(BaseCommand):
-    help = "Import a run bundle (refused if any byte of it was altered)"
+    help = "Import run bundles (each refused if any byte of it was altered), optionally as one experiment"
 
     def add_arguments(self, parser):
-        parser.add_argument("bundle")
+        parser.add_argument("bundles", nargs="+", metavar="bundle")
         parser.add_argument("--user", default="demo")
         parser.add_argument("--project", default="imported")
+        parser.add_argument("--experiment", default="", help="gather the runs in a new experiment of this name")
 
-    def handle(self, *args, bundle, user, project, **options):
+    def handle(self, *args, bundles, user, project, experiment, **options):
         owner = get_user_model().objects.filter(username=user).first()
         if owner is None:
             raise CommandError(f"no user named {user!r}")
+        if len(experiment) > EXPERIMENT_NAME_MAX:
+            raise CommandError(f"--experiment: at most {EXPERIMENT_NAME_MAX} characters")
+        target = project_for_launch(owner, project)
+        with transaction.atomic():  # all of them or none: a sweep is not half imported
+            gathered = Experiment.objects.create(project=target, name=experiment, owner=owner) if experiment else None
+            runs = [self.import_one(path, owner, target, gathered) for path in bundles]
+        if gathered is not None:
+            self.stdout.write(f"experiment #{gathered.id} ({len(runs)} runs): "
+                              f"{reverse('compare:page')}?experiment={gathered.id}")  # fmt: skip
+
+    def import_one(self, path: str, owner, project, experiment: Experiment | None):
         try:
-            run = import_bundle(bundle, owner, project_for_launch(owner, project))
+            run = import_bundle(path, owner, project)
         except BundleError as exc:
             raise CommandError(str(exc)) from None
+        if experiment is not None:
+            run.experiment = experiment
+            run.save(update_fields=["experiment"])
         pass1 = run.summary.get(metric.PASS_AT_1, "—")
         self.stdout.write(f"imported run #{run.id}: {run.name} ({pass1} {metric.PASS_AT_1})")
+        return run

@@ -1,0 +1,67 @@
+"""The sweep runner of examples/ (examples/_sweep.py), which the method cards' sweeps are spread over sittings
+with: a run stopped part way goes on from its resume checkpoint, and a run whose bundle a sitting before kept
+counts as done on a machine that never ran it."""
+
+import importlib
+import shutil
+import sys
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+from tests.offline.engine.test_cli import SMALL, deterministic_rows
+from workers.bundle import read_bundle
+
+EXAMPLES = REPO / "examples"
+
+
+@pytest.fixture
+def sweep(monkeypatch):
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    return importlib.import_module("_sweep")
+
+
+@pytest.fixture
+def base(tmp_path):
+    path = tmp_path / "base.yaml"
+    config = {**SMALL, "schedule": {"steps": 6, "checkpoint_every": 4, "save_final": False},
+              "eval": {"every": 3, "size": 8, "k": 1}}  # fmt: skip
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_a_run_stopped_part_way_goes_on_from_its_checkpoint_and_ends_as_the_undisturbed_one(sweep, base, tmp_path):
+    whole = sweep.run(base, tmp_path / "whole", ["rollout.temperature=0.9"], seed=1)
+    again = sweep.run(base, tmp_path / "again", ["rollout.temperature=0.9"], seed=1)
+    assert deterministic_rows(again) == deterministic_rows(whole)
+    # as if the sitting ended during step 6: the run is not done, its resume checkpoint of step 4 is there
+    status = again / "status.jsonl"
+    lines = [line for line in status.read_text().splitlines() if '"succeeded"' not in line]
+    status.write_text("\n".join(lines) + "\n")
+    assert sorted(p.name for p in (again / "resume").iterdir()) == ["step-00000004.pt"]
+    sweep.run(base, again, ["rollout.temperature=0.9"], seed=1)
+    assert "resumed from the checkpoint of step 4" in (again / "log.txt").read_text()
+    assert deterministic_rows(again) == deterministic_rows(whole)
+    assert yaml.safe_load((again / "config.yaml").read_text())["rollout"]["temperature"] == 0.9
+
+
+def test_a_finished_runs_bundle_is_kept_and_counts_as_done_in_a_later_sitting(sweep, base, tmp_path, monkeypatch,
+                                                                              capsys):  # fmt: skip
+    record, variants = tmp_path / "record", {"plain": ([], "reward/mean"), "hotter": (["rollout.temperature=1.2"],
+                                                                                       "reward/mean")}  # fmt: skip
+    monkeypatch.setattr(sys, "argv", ["sweep", "--seeds", "1", "--parallel", "1", "--out", str(tmp_path / "runs")])
+    sweep.main(base, variants, "unused", record=record)
+    first = capsys.readouterr().out
+    assert sorted(p.name for p in record.iterdir()) == ["hotter-s0.zip", "plain-s0.zip"]
+    bundle = read_bundle(record / "hotter-s0.zip")
+    assert bundle.config["rollout"]["temperature"] == 1.2 and bundle.config["seed"] == 0
+    assert [row["step"] for row in bundle.metric_rows()][-1] == 6
+    shutil.rmtree(tmp_path / "runs")  # another machine: only what was committed
+    sweep.main(base, variants, "unused", record=record)
+    assert capsys.readouterr().out == first  # the same table, from the bundles
+    assert not (tmp_path / "runs").exists()  # and nothing ran
+    plain = read_bundle(record / "plain-s0.zip").metric_rows()
+    start, end = plain[0]["eval/pass@1"], plain[-1]["eval/pass@1"]  # a 6-step run evaluated at 0, 3 and 6
+    assert [row["step"] for row in plain if "eval/pass@1" in row] == [0, 3, 6]
+    assert f"| plain | {start:.3f} | {(plain[3]['eval/pass@1'] + end) / 2:.3f} [" in first
