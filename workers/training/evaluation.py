@@ -117,9 +117,10 @@ class Evaluator:
             sampled, sampled_solved = self.texts(examples, e.n, SamplingParams(max_new, e.temperature), generator,
                                                  evaluating)  # fmt: skip
         solved = (greedy_solved, sampled_solved) if self.environment is not None else None
+        correct = judge(self.task, examples, greedy, sampled, e.n, solved)  # once: the scores take it as given
         if step == 0:
-            self.unsolved_at_start = unsolved_problems(*judge(self.task, examples, greedy, sampled, e.n, solved), e.n)
-        return score_eval(self.task, examples, greedy, sampled, e.n, e.k, solved, self.unsolved_at_start)
+            self.unsolved_at_start = unsolved_problems(*correct, e.n)
+        return score_eval(self.task, examples, greedy, sampled, e.n, e.k, correct, self.unsolved_at_start)
 
     def state_dict(self) -> dict:
         return {"unsolved_at_start": self.unsolved_at_start}
