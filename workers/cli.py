@@ -106,8 +106,9 @@ def write_tables(readme: Path, cards: Path | None = None) -> None:
     from workers.doc_tables import replace_table
     from workers.pipeline.catalog import checked_table
 
-    replace_table(readme, methods_table())
-    replace_table(readme, checked_table(cards or readme.parent))
+    cards = cards or readme.parent
+    replace_table(readme, methods_table(cards))
+    replace_table(readme, checked_table(cards))
 
 
 def cmd_schema(args) -> int:

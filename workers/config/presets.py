@@ -8,7 +8,10 @@ tests/offline/engine/test_method_docs.py checks that the README holds it).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, NamedTuple
+
+from workers.doc_tables import real_model_verdict
 
 
 class Preset(NamedTuple):
@@ -354,10 +357,14 @@ def method_names() -> list[str]:
     return sorted(METHODS)
 
 
-TABLE_HEADER = "| method | card | changes |\n| --- | --- | --- |\n"
+TABLE_HEADER = "| method | card | changes | real model |\n| --- | --- | --- | --- |\n"
 
 
-def methods_table() -> str:
-    """docs/methods/README.md's table of presets, one row each, in the order they are declared here."""
-    rows = (f"| `{name}` | [{name}.md]({name}.md) | {preset.changes} |\n" for name, preset in METHODS.items())
+def methods_table(cards: Path) -> str:
+    """docs/methods/README.md's table of presets, one row each, in the order they are declared here; the last column
+    is what each card in `cards` says its real-model sweep showed (workers.doc_tables.real_model_verdict)."""
+    rows = (
+        f"| `{name}` | [{name}.md]({name}.md) | {preset.changes} | {real_model_verdict(cards / f'{name}.md')} |\n"
+        for name, preset in METHODS.items()
+    )
     return TABLE_HEADER + "".join(rows)

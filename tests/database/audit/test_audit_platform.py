@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from rolloutlab.audit import services
 from rolloutlab.audit.models import AuditRecord, Verification
+from rolloutlab.compare.stats import DEFAULT_BAND
 from rolloutlab.execution import lifecycle
 from rolloutlab.execution import services as execution
 from rolloutlab.execution.executor import execute
@@ -192,6 +193,16 @@ def test_another_rollout_lab_imports_a_sweeps_bundles_as_one_experiment_or_not_a
     assert lines[2] == "experiment #1 (2 runs): /compare/?experiment=1"
     too_long = manage("import_bundle", str(good), "--experiment", "x" * 201)
     assert too_long.returncode == 1 and "--experiment: at most 200 characters" in too_long.stderr
+    bad_view = manage("import_bundle", str(good), "--experiment", "a card", "--view", "x=hours")
+    assert bad_view.returncode == 1 and "--view: x: one of step, tokens, seconds" in bad_view.stderr
+    card = manage("import_bundle", str(good), str(good), "--experiment", "a card",
+                  "--view", "metrics=eval/pass@1,completions/mean_length&x=tokens&baseline=grpo")  # fmt: skip
+    assert card.returncode == 0, card.stderr
+    # the bad view imported nothing: the runs are #3 and #4, the experiment #2
+    assert [line.split(":")[0] for line in card.stdout.splitlines()[:2]] == ["imported run #3", "imported run #4"]
+    permalink = card.stdout.splitlines()[2].split(": ", 1)[1]
+    assert permalink == ("/compare/?experiment=2&group=method&metrics=eval/pass@1,completions/mean_length&x=tokens"
+                         "&smooth=0&band=" + DEFAULT_BAND + "&baseline=grpo")  # fmt: skip
 
 
 def edit_config(data: bytes) -> bytes:

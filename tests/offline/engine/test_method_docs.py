@@ -16,8 +16,8 @@ import pytest
 
 from workers.cli import write_tables
 from workers.config.presets import METHODS as PRESETS
-from workers.config.presets import methods_table
-from workers.doc_tables import replace_table
+from workers.config.presets import TABLE_HEADER, methods_table
+from workers.doc_tables import REAL_MODEL_VERDICTS, real_model_verdict, replace_table
 from workers.pipeline import STAGES
 from workers.pipeline.catalog import checked_table
 
@@ -49,9 +49,9 @@ def test_every_row_quotes_the_line_it_cites():
 def test_the_readme_holds_the_tables_that_the_presets_and_the_declarations_write(tmp_path):
     """A preset or a component added shows in the README when `methods --write-table` is run, and only then."""
     readme = (METHODS / "README.md").read_text()
-    assert methods_table() in readme, "run: python -m workers methods --write-table docs/methods/README.md"
+    assert methods_table(METHODS) in readme, "run: python -m workers methods --write-table docs/methods/README.md"
     assert checked_table(METHODS) in readme, "run: python -m workers methods --write-table docs/methods/README.md"
-    assert all(f"| `{name}` | [{name}.md]({name}.md) |" in methods_table() for name in PRESETS)
+    assert all(f"| `{name}` | [{name}.md]({name}.md) |" in methods_table(METHODS) for name in PRESETS)
     copy = tmp_path / "README.md"
     copy.write_text(readme)
     write_tables(copy, cards=METHODS)  # what the command writes is what is there: nothing changes
@@ -60,12 +60,29 @@ def test_the_readme_holds_the_tables_that_the_presets_and_the_declarations_write
 
 def test_writing_a_table_replaces_the_old_one_and_leaves_the_rest(tmp_path):
     readme = tmp_path / "README.md"
-    readme.write_text("# Cards\n\n| method | card | changes |\n| --- | --- | --- |\n| `old` | x | y |\n\n## Next\n")
-    replace_table(readme, methods_table())
-    assert readme.read_text() == "# Cards\n\n" + methods_table() + "\n## Next\n"
-    readme.write_text(readme.read_text() + "\n" + methods_table().replace("the reference", "old"))  # at the end
-    replace_table(readme, methods_table())
+    table = methods_table(METHODS)
+    readme.write_text("# Cards\n\n" + TABLE_HEADER + "| `old` | x | y | z |\n\n## Next\n")
+    replace_table(readme, table)
+    assert readme.read_text() == "# Cards\n\n" + table + "\n## Next\n"
+    readme.write_text(readme.read_text() + "\n" + table.replace("the reference", "old"))  # at the end
+    replace_table(readme, table)
     assert readme.read_text().count("the reference") == 1
+
+
+def test_the_real_model_column_is_what_each_card_says_and_a_verdict_outside_the_list_is_refused(tmp_path):
+    """Issue 33: the summary's "real model" column is each card's own verdict line, so the two cannot disagree."""
+    for verdict in REAL_MODEL_VERDICTS:
+        (tmp_path / "dapo.md").write_text(f"# dapo\n\n## On a real model\n\nOn a real model: **{verdict}** (5 seeds)\n")
+        row = next(line for line in methods_table(tmp_path).splitlines() if line.startswith("| `dapo`"))
+        assert row.endswith(f"| {verdict} |")
+    assert real_model_verdict(tmp_path / "rloo.md") == "—"  # no card (or no section): a method the sweep leaves out
+    (tmp_path / "dapo.md").write_text("On a real model: **better**\n")
+    with pytest.raises(ValueError, match="dapo.md: one 'On a real model"):
+        methods_table(tmp_path)
+    (tmp_path / "dapo.md").write_text("On a real model: **level**\n\nOn a real model: **not shown**\n")
+    with pytest.raises(ValueError, match="dapo.md"):
+        real_model_verdict(tmp_path / "dapo.md")
+    assert real_model_verdict(METHODS / "grpo.md") == "the base"
 
 
 def test_a_checked_row_cites_the_line_its_quote_stands_on_and_a_lost_quote_is_an_error(tmp_path):

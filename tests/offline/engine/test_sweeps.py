@@ -65,3 +65,51 @@ def test_a_finished_runs_bundle_is_kept_and_counts_as_done_in_a_later_sitting(sw
     start, end = plain[0]["eval/pass@1"], plain[-1]["eval/pass@1"]  # a 6-step run evaluated at 0, 3 and 6
     assert [row["step"] for row in plain if "eval/pass@1" in row] == [0, 3, 6]
     assert f"| plain | {start:.3f} | {(plain[3]['eval/pass@1'] + end) / 2:.3f} [" in first
+
+
+@pytest.fixture
+def cards(monkeypatch):
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    return importlib.import_module("real_model_card")
+
+
+def test_every_card_reads_variants_of_the_real_model_sweep_and_says_its_verdict(cards):
+    """Issue 33: each card's table rows are variants the sweep runs, and each card carries a verdict line, the one
+    docs/methods/README.md's "real model" column shows ("not yet measured" until its runs are in)."""
+    from workers.doc_tables import real_model_verdict
+
+    sweep = importlib.import_module("sweep_real_model")
+    for name, card in cards.CARDS.items():
+        assert set(card.variants) <= set(sweep.VARIANTS), name
+        assert real_model_verdict(REPO / "docs" / "methods" / f"{name}.md") != "—", name
+
+
+def test_a_cards_table_is_the_iqm_over_the_kept_bundles_of_each_variant(cards, tmp_path):
+    from rolloutlab.compare.stats import interval, iqm
+
+    record = tmp_path / "record"
+    record.mkdir()
+    kept = sorted(cards.RECORD.glob("grpo-G-8-s*.zip"))[:3]
+    for seed, bundle in enumerate(kept[:2]):
+        shutil.copy(bundle, record / f"grpo-G-8-s{seed}.zip")
+    shutil.copy(kept[2], record / "dapo-s0.zip")  # one run of the variant: its figures alone, no interval
+    table = cards.card_table("dapo", record).splitlines()
+    assert table[0].startswith("| run | seeds | greedy pass@1 at step 0 | greedy pass@1 at the end |")
+    base, dapo = table[2].split(" | "), table[3].split(" | ")
+    finals = [[read_bundle(b).metric_rows()[-1]["eval/pass@1"]] for b in kept]
+    low, high = interval(finals[:2], iqm)
+    assert base[:2] == ["| grpo G=8", "2"] and base[3] == f"{iqm(finals[:2]):.3f} [{low:.3f}, {high:.3f}]"
+    assert dapo[:2] == ["| dapo", "1"] and dapo[3] == f"{finals[2][0]:.3f}"
+    assert base[-1].rstrip(" |") == read_bundle(kept[0]).record["cpu"]["model"].join(["2-core ", ""])
+    assert cards.card_table("mc-grpo", record).splitlines()[2].startswith("| grpo G=2 | 0 |")  # none kept yet
+
+
+def test_tokens_per_correct_sample_counts_each_steps_samples_at_its_pass_rate(cards):
+    rows = [{"step": 0, "eval/pass@1": 0.1},
+            {"step": 1, "completions/mean_length": 20, "counters/samples": 64, "reward/correct/mean": 0.25,
+             "counters/rollout_tokens": 1280},
+            {"step": 2, "completions/mean_length": 30, "counters/samples": 96, "reward/correct/mean": 0.5,
+             "counters/rollout_tokens": 2240}]  # fmt: skip
+    assert cards.tokens_per_correct(rows) == 2240 / (64 * 0.25 + 32 * 0.5)
+    assert cards.decoded_per_step(rows) == 1120
+    assert cards.step_mean("completions/mean_length", last=1)(rows) == 30

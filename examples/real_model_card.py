@@ -1,0 +1,209 @@
+"""A method card's "On a real model" table, read from the real-model sweep's bundles (docs/methods/real-model/).
+
+    python examples/real_model_card.py dapo          # the dapo card's table: dapo and its grpo base, every seed kept
+    python examples/real_model_card.py --list        # the cards and the runs each has so far
+
+Each row is one variant of examples/sweep_real_model.py over the seeds whose bundle is kept: greedy pass@1 at the
+end and pass@4 (IQM over the seeds with the 95% stratified-bootstrap interval, the seed count beside it), then the
+observables the card's paper predicts, each IQM [interval] over the seeds' per-run values. Nothing runs here: the
+sweep runs, this reads what it kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from _sweep import slug
+from sweep_real_model import RECORD
+
+from rolloutlab.compare.stats import interval, iqm
+from workers.bundle import read_bundle
+
+BASE = "grpo G=8"
+LATE_STEPS = 10  # "at the end" of a step metric: its mean over the run's last 10 steps
+
+Rows = list[dict]
+
+
+@dataclass(frozen=True)
+class Observable:
+    label: str
+    value: Callable[[Rows], float]  # one run's figure
+    digits: int = 3
+
+
+def steps_of(rows: Rows) -> Rows:
+    return [r for r in rows if r["step"] > 0 and "completions/mean_length" in r]
+
+
+def step_mean(metric: str, last: int | None = None) -> Callable[[Rows], float]:
+    """A step metric's mean over the run's steps (over its last `last` steps); nan where the run never wrote it."""
+
+    def value(rows: Rows) -> float:
+        seen = [r[metric] for r in steps_of(rows) if metric in r]
+        seen = seen[-last:] if last else seen
+        return float(np.mean(seen)) if seen else float("nan")
+
+    return value
+
+
+def at_end(metric: str) -> Callable[[Rows], float]:
+    """An evaluation's figure at the run's last evaluation."""
+    return lambda rows: float([r[metric] for r in rows if metric in r][-1])
+
+
+def tokens_per_correct(rows: Rows) -> float:
+    """Rollout tokens the run decoded per correct completion it sampled: what a right answer cost in sampling."""
+    correct, samples_before = 0.0, 0.0
+    for r in steps_of(rows):
+        samples = r["counters/samples"] - samples_before
+        samples_before = r["counters/samples"]
+        correct += samples * r["reward/correct/mean"]
+    return rows[-1]["counters/rollout_tokens"] / correct if correct else float("inf")
+
+
+def decoded_per_step(rows: Rows) -> float:
+    return rows[-1]["counters/rollout_tokens"] / len(steps_of(rows))
+
+
+def decoded_per_scored(rows: Rows) -> float:
+    """Rollout tokens decoded per completion that reached the batch (ARRoL's pruned rollouts cost, never count)."""
+    return rows[-1]["counters/rollout_tokens"] / rows[-1]["counters/samples"]
+
+
+def length_while_limited(rows: Rows) -> float:
+    """Mean completion length over the steps whose length limit was below the run's largest (SIRI's compression)."""
+    steps = steps_of(rows)
+    limits = [r.get("pipeline/control/max_new_tokens", float("nan")) for r in steps]
+    widest = np.nanmax(limits) if not np.isnan(limits).all() else float("nan")
+    seen = [r["completions/mean_length"] for r, limit in zip(steps, limits) if limit < widest]
+    return float(np.mean(seen)) if seen else float("nan")
+
+
+def partial_share(rows: Rows) -> float:
+    """The share of a batch's rows continued from a stored prefix (APRIL's partial rollouts), over the run."""
+    steps = [r for r in steps_of(rows) if "pipeline/generate/resumed_rows" in r]
+    if not steps:
+        return float("nan")
+    rows_per_step = [r["pipeline/generate/samples_per_prompt"] * r["pipeline/filter/kept_groups"] for r in steps]
+    return float(np.sum([r["pipeline/generate/resumed_rows"] for r in steps]) / np.sum(rows_per_step))
+
+
+LENGTH = Observable("mean length, last 10 steps", step_mean("completions/mean_length", LATE_STEPS), 1)
+TRUNCATED = Observable("truncated share", step_mean("completions/clipped_ratio"))
+ZERO_STD = Observable("zero-variance groups", step_mean("groups/frac_zero_std"))
+PER_CORRECT = Observable("rollout tokens per correct sample", tokens_per_correct, 0)
+PER_STEP = Observable("tokens decoded per step", decoded_per_step, 0)
+UNSOLVED = Observable("pass@4 on the problems unsolved at step 0", at_end("eval/pass@k/unsolved_at_start"))
+
+
+@dataclass(frozen=True)
+class Card:
+    variants: tuple[str, ...]  # the card's rows; the base first
+    observables: tuple[Observable, ...]
+
+
+CARDS = {
+    "grpo": Card((BASE,), (UNSOLVED, LENGTH, TRUNCATED, ZERO_STD, PER_CORRECT)),
+    "dapo": Card((BASE, "dapo"), (TRUNCATED, ZERO_STD, Observable("dynamic-sampling rounds per step",
+                                                                    step_mean("pipeline/filter/rounds"), 2), LENGTH)),
+    "grpo-lambda": Card((BASE, "grpo-lambda"), (LENGTH, PER_CORRECT, TRUNCATED)),
+    "drpo": Card((BASE, "drpo"), (LENGTH, PER_CORRECT, TRUNCATED)),
+    "siri": Card((BASE, "siri"), (Observable("mean length while the limit is compressed", length_while_limited, 1),
+                                  LENGTH, PER_CORRECT)),
+    "april": Card((BASE, "april"), (Observable("rollout tokens/s", step_mean("throughput/rollout_tokens_per_s"), 1),
+                                    Observable("share of partial rows", partial_share), LENGTH)),
+    "rorecomp": Card((BASE, "rorecomp"), (PER_STEP, LENGTH, PER_CORRECT)),
+    "duet": Card((BASE, "duet"), (PER_STEP, Observable("rows aborted per step", step_mean("pipeline/control/aborted"),
+                                                       1), LENGTH)),
+    "d3s": Card((BASE, "d3s"), (PER_STEP, Observable("share of tokens trained", step_mean(
+        "pipeline/advantage/kept_tokens")), LENGTH)),
+    "mc-grpo": Card(("grpo G=2", "grpo G=3", "mc-grpo G=2"), (ZERO_STD, PER_STEP)),
+    "dars": Card((BASE, "dars"), (UNSOLVED, Observable("extra rollouts per step", step_mean(
+        "pipeline/control/extra_rollouts"), 1), PER_STEP)),
+    "latr": Card((BASE, "latr"), (UNSOLVED, Observable("tree branches per step", step_mean(
+        "pipeline/generate/branches"), 1), PER_STEP)),
+    "arrol": Card((BASE, "arrol"), (Observable("tokens decoded per scored rollout", decoded_per_scored, 1),
+                                    Observable("quality head's accuracy", step_mean("pipeline/generate/head_accuracy")),
+                                    LENGTH)),
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class KeptRun:
+    rows: Rows
+    machine: str  # the machine it ran on, from its reproducibility record: step times compare only on one
+
+
+def kept_runs(variant: str, record: Path = RECORD) -> list[KeptRun]:
+    """Every kept run of a variant, by seed."""
+    paths = sorted(record.glob(f"{slug(variant)}-s*.zip"), key=lambda p: int(p.stem.rsplit("-s", 1)[1]))
+    return [KeptRun(bundle.metric_rows(), machine(bundle.record)) for bundle in map(read_bundle, paths)]
+
+
+def machine(record: dict) -> str:
+    gpus = record.get("gpu", {}).get("devices") or []
+    return gpus[0] if gpus else f"{record['cpu']['count']}-core {record['cpu']['model']}"
+
+
+def cell(values: list[float], digits: int) -> str:
+    """IQM [95% stratified-bootstrap interval] over the runs; the value alone for one run, or where all agree."""
+    finite = np.array([[v] for v in values if np.isfinite(v)])
+    if finite.size == 0:
+        return "—"
+    if np.ptp(finite) == 0:
+        return f"{finite[0, 0]:.{digits}f}"
+    low, high = interval(finite, iqm)
+    return f"{iqm(finite):.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def card_table(name: str, record: Path = RECORD) -> str:
+    card = CARDS[name]
+    head = ["run", "seeds", "greedy pass@1 at step 0", "greedy pass@1 at the end", "pass@4 at the end",
+            *(o.label for o in card.observables), "steps to the budget", "rollout tokens (k)", "s per step",
+            "machine"]  # fmt: skip
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for variant in card.variants:
+        kept = kept_runs(variant, record)
+        runs = [run.rows for run in kept]
+        if not runs:
+            lines.append(f"| {variant} | 0 |" + " |" * (len(head) - 2))
+            continue
+        figures = [
+            cell([at_start(rows) for rows in runs], 3),
+            cell([at_end("eval/pass@1")(rows) for rows in runs], 3),
+            cell([at_end("eval/pass@k")(rows) for rows in runs], 3),
+            *(cell([o.value(rows) for rows in runs], o.digits) for o in card.observables),
+            cell([len(steps_of(rows)) for rows in runs], 1),
+            cell([rows[-1]["counters/rollout_tokens"] / 1e3 for rows in runs], 1),
+            cell([step_mean("timing/step_s")(rows) for rows in runs], 1),
+            ", ".join(sorted({run.machine for run in kept})),
+        ]
+        lines.append(f"| {variant} | {len(runs)} | " + " | ".join(figures) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def at_start(rows: Rows) -> float:
+    return float(next(r["eval/pass@1"] for r in rows if "eval/pass@1" in r))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("card", nargs="?", choices=sorted(CARDS))
+    parser.add_argument("--list", action="store_true", help="the cards and how many runs of each variant are kept")
+    parser.add_argument("--record", type=Path, default=RECORD, help="the folder of the sweep's bundles")
+    args = parser.parse_args()
+    if args.list or not args.card:
+        for name, card in CARDS.items():
+            counts = ", ".join(f"{v}: {len(list(args.record.glob(f'{slug(v)}-s*.zip')))}" for v in card.variants)
+            print(f"{name}: {counts}")
+        return
+    print(card_table(args.card, args.record), end="")
+
+
+if __name__ == "__main__":
+    main()
