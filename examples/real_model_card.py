@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 from _sweep import slug
-from sweep_real_model import RECORD
+from sweep_real_model import RECORD, VARIANTS
 
 from rolloutlab.compare.stats import interval, iqm
 from workers.bundle import read_bundle
@@ -27,6 +27,7 @@ BASE = "grpo G=8"
 LATE_STEPS = 10  # "at the end" of a step metric: its mean over the run's last 10 steps
 
 Rows = list[dict]
+METHOD_OF = {label: overrides[0].removeprefix("method=") for label, (overrides, _) in VARIANTS.items()}
 
 
 @dataclass(frozen=True)
@@ -105,31 +106,47 @@ UNSOLVED = Observable("pass@4 on the problems unsolved at step 0", at_end("eval/
 class Card:
     variants: tuple[str, ...]  # the card's rows; the base first
     observables: tuple[Observable, ...]
+    plotted: tuple[str, ...] = ("completions/mean_length",)  # on its compare page, beside pass@1 and the reward
+    compared: tuple[str, ...] = ()  # the variants on its compare page, one per method (it groups by method): all
+
+    def import_command(self, name: str) -> str:
+        """The command that imports the card's runs into a platform and prints its compare page's permalink."""
+        variants = self.compared or self.variants
+        files = " ".join(f"docs/methods/real-model/{slug(v)}-s*.zip" for v in variants)
+        metrics = ",".join(("eval/pass@1", "reward/mean", *self.plotted))
+        baseline = f"&baseline={METHOD_OF[variants[0]]}" if len(variants) > 1 else ""
+        return (f'python manage.py import_bundle {files} --experiment "{name} on a real model" '
+                f'--view "metrics={metrics}&x=tokens{baseline}"')  # fmt: skip
 
 
 CARDS = {
     "grpo": Card((BASE,), (UNSOLVED, LENGTH, TRUNCATED, ZERO_STD, PER_CORRECT)),
     "dapo": Card((BASE, "dapo"), (TRUNCATED, ZERO_STD, Observable("dynamic-sampling rounds per step",
-                                                                    step_mean("pipeline/filter/rounds"), 2), LENGTH)),
+                                                                    step_mean("pipeline/filter/rounds"), 2), LENGTH),
+                 ("completions/clipped_ratio", "groups/frac_zero_std", "completions/mean_length")),
     "grpo-lambda": Card((BASE, "grpo-lambda"), (LENGTH, PER_CORRECT, TRUNCATED)),
     "drpo": Card((BASE, "drpo"), (LENGTH, PER_CORRECT, TRUNCATED)),
     "siri": Card((BASE, "siri"), (Observable("mean length while the limit is compressed", length_while_limited, 1),
-                                  LENGTH, PER_CORRECT)),
+                                  LENGTH, PER_CORRECT), ("completions/mean_length", "pipeline/control/max_new_tokens")),
     "april": Card((BASE, "april"), (Observable("rollout tokens/s", step_mean("throughput/rollout_tokens_per_s"), 1),
-                                    Observable("share of partial rows", partial_share), LENGTH)),
+                                    Observable("share of partial rows", partial_share), LENGTH),
+                  ("throughput/rollout_tokens_per_s", "pipeline/generate/resumed_rows")),
     "rorecomp": Card((BASE, "rorecomp"), (PER_STEP, LENGTH, PER_CORRECT)),
     "duet": Card((BASE, "duet"), (PER_STEP, Observable("rows aborted per step", step_mean("pipeline/control/aborted"),
-                                                       1), LENGTH)),
+                                                       1), LENGTH),
+                 ("completions/mean_length", "pipeline/control/aborted")),
     "d3s": Card((BASE, "d3s"), (PER_STEP, Observable("share of tokens trained", step_mean(
-        "pipeline/advantage/kept_tokens")), LENGTH)),
-    "mc-grpo": Card(("grpo G=2", "grpo G=3", "mc-grpo G=2"), (ZERO_STD, PER_STEP)),
+        "pipeline/advantage/kept_tokens")), LENGTH), ("completions/mean_length", "pipeline/advantage/kept_tokens")),
+    # grpo at G = 3 samples as many completions a prompt as mc-grpo at G = 2 (G + 1): the equal-cost pair is compared
+    "mc-grpo": Card(("grpo G=2", "grpo G=3", "mc-grpo G=2"), (ZERO_STD, PER_STEP), ("groups/frac_zero_std",),
+                    ("grpo G=3", "mc-grpo G=2")),
     "dars": Card((BASE, "dars"), (UNSOLVED, Observable("extra rollouts per step", step_mean(
-        "pipeline/control/extra_rollouts"), 1), PER_STEP)),
+        "pipeline/control/extra_rollouts"), 1), PER_STEP), ("eval/pass@k/unsolved_at_start",)),
     "latr": Card((BASE, "latr"), (UNSOLVED, Observable("tree branches per step", step_mean(
-        "pipeline/generate/branches"), 1), PER_STEP)),
+        "pipeline/generate/branches"), 1), PER_STEP), ("eval/pass@k/unsolved_at_start",)),
     "arrol": Card((BASE, "arrol"), (Observable("tokens decoded per scored rollout", decoded_per_scored, 1),
                                     Observable("quality head's accuracy", step_mean("pipeline/generate/head_accuracy")),
-                                    LENGTH)),
+                                    LENGTH), ("pipeline/generate/head_accuracy", "completions/mean_length")),
 }  # fmt: skip
 
 
@@ -196,13 +213,16 @@ def main() -> None:
     parser.add_argument("card", nargs="?", choices=sorted(CARDS))
     parser.add_argument("--list", action="store_true", help="the cards and how many runs of each variant are kept")
     parser.add_argument("--record", type=Path, default=RECORD, help="the folder of the sweep's bundles")
+    parser.add_argument("--import-command", action="store_true",
+                        help="the command that imports the card's runs and prints its compare permalink")  # fmt: skip
     args = parser.parse_args()
     if args.list or not args.card:
         for name, card in CARDS.items():
             counts = ", ".join(f"{v}: {len(list(args.record.glob(f'{slug(v)}-s*.zip')))}" for v in card.variants)
             print(f"{name}: {counts}")
         return
-    print(card_table(args.card, args.record), end="")
+    print(CARDS[args.card].import_command(args.card) if args.import_command else card_table(args.card, args.record),
+          end="\n" if args.import_command else "")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from rolloutlab.runs.models import Run
 from tests.conftest import REPO
 from tests.support.platform_fixtures import SMALL_RUN
 from workers.audit import compare_streams
+from workers.bundle import read_bundle
 from workers.reporting import read_metrics
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the executor's reporter writes from its own thread
@@ -190,6 +191,8 @@ def test_another_rollout_lab_imports_a_sweeps_bundles_as_one_experiment_or_not_a
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert [line.split(":")[0] for line in lines[:2]] == ["imported run #1", "imported run #2"]  # none kept before
+    final = [row["eval/pass@1"] for row in read_bundle(good).metric_rows() if "eval/pass@1" in row][-1]
+    assert lines[0].endswith(f"({final} eval/pass@1)")
     assert lines[2] == "experiment #1 (2 runs): /compare/?experiment=1"
     too_long = manage("import_bundle", str(good), "--experiment", "x" * 201)
     assert too_long.returncode == 1 and "--experiment: at most 200 characters" in too_long.stderr

@@ -70,6 +70,7 @@ class Command(BaseCommand):
         if experiment is not None:
             run.experiment = experiment
             run.save(update_fields=["experiment"])
+        run.refresh_from_db(fields=["summary"])  # written by a queryset update as the metrics were stored
         pass1 = run.summary.get(metric.PASS_AT_1, "—")
         self.stdout.write(f"imported run #{run.id}: {run.name} ({pass1} {metric.PASS_AT_1})")
         return run
