@@ -4,7 +4,8 @@ budget, so a method is compared with grpo at an equal sampling cost. The grpo ru
 
 Where a preset's knob is counted in steps or tokens of the tiny testbed, it is set for this one (about 40 steps of
 completions of about 25 tokens), and the card says so: SIRI's cycle (two compress-expand cycles in the run),
-D3S's relaxation (over the run), ARRoL's check (after 8 tokens, a third of an answer, not 2 of a 1-3 token one).
+D3S's relaxation (over the run), ARRoL's check (after 8 tokens, a third of an answer, not 2 of a 1-3 token one),
+DAPO's overlong zone (13 of the 64 tokens: the paper's fifth of the limit, 4,096 of 20,480).
 MC-GRPO is run at G = 2 (3 samples a prompt) against grpo at G = 2 and at G = 3 (the same samples), with 24
 prompts a step so that a step holds about as many samples as the base's.
 
@@ -27,7 +28,7 @@ RECORD = Path(__file__).resolve().parents[1] / "docs" / "methods" / "real-model"
 SMALL_GROUPS = ["rollout.prompts_per_step=24"]
 VARIANTS = {
     "grpo G=8": (["method=grpo"], "eval/pass@k/unsolved_at_start"),
-    "dapo": (["method=dapo"], "completions/clipped_ratio"),
+    "dapo": (["method=dapo", "reward.overlong_buffer=13"], "completions/clipped_ratio"),
     "grpo-lambda": (["method=grpo-lambda"], "completions/mean_length"),
     "drpo": (["method=drpo"], "completions/mean_length"),
     "siri": (["method=siri", "control.period=20"], "pipeline/control/max_new_tokens"),
