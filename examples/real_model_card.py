@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -156,6 +157,7 @@ class KeptRun:
     machine: str  # the machine it ran on, from its reproducibility record: step times compare only on one
 
 
+@cache  # the base's runs are read once for every card
 def kept_runs(variant: str, record: Path = RECORD) -> list[KeptRun]:
     """Every kept run of a variant, by seed."""
     paths = sorted(record.glob(f"{slug(variant)}-s*.zip"), key=lambda p: int(p.stem.rsplit("-s", 1)[1]))
@@ -182,7 +184,7 @@ def card_table(name: str, record: Path = RECORD) -> str:
     card = CARDS[name]
     head = ["run", "seeds", "greedy pass@1 at step 0", "greedy pass@1 at the end", "pass@4 at the end",
             *(o.label for o in card.observables), "steps to the budget", "rollout tokens (k)", "s per step",
-            "machine"]  # fmt: skip
+            "minutes of steps per run", "machine"]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for variant in card.variants:
         kept = kept_runs(variant, record)
@@ -198,6 +200,7 @@ def card_table(name: str, record: Path = RECORD) -> str:
             cell([len(steps_of(rows)) for rows in runs], 1),
             cell([rows[-1]["counters/rollout_tokens"] / 1e3 for rows in runs], 1),
             cell([step_mean("timing/step_s")(rows) for rows in runs], 1),
+            cell([rows[-1]["counters/wall_s"] / 60 for rows in runs], 0),
             ", ".join(sorted({run.machine for run in kept})),
         ]
         lines.append(f"| {variant} | {len(runs)} | " + " | ".join(figures) + " |")
