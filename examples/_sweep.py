@@ -18,6 +18,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -69,12 +70,31 @@ def summarize(rows: list[dict], observable: str, target: float) -> dict[str, flo
     }
 
 
+def steps_of(rows: list[dict]) -> list[dict]:
+    """A run's training steps (its evaluation-only rows left out)."""
+    return [r for r in rows if r["step"] > 0 and "completions/mean_length" in r]
+
+
+def step_mean(metric: str, last: int | None = None) -> Callable[[list[dict]], float]:
+    """A step metric's mean over the run's steps (over its last `last` steps); nan where the run never wrote it
+    (the variant has no such stage, e.g. the base)."""
+
+    def value(rows: list[dict]) -> float:
+        seen = [r[metric] for r in steps_of(rows) if metric in r]
+        seen = seen[-last:] if last else seen
+        return float(np.mean(seen)) if seen else float("nan")
+
+    return value
+
+
+def at_end(metric: str) -> Callable[[list[dict]], float]:
+    """An evaluation's figure at the run's last evaluation; nan where the run never wrote it."""
+    return lambda rows: next((float(r[metric]) for r in reversed(rows) if metric in r), float("nan"))
+
+
 def observed(rows: list[dict], observable: str) -> float:
     """The observable's mean over the run's steps; an evaluation's (eval/...) at the last evaluation."""
-    seen = [r[observable] for r in rows if observable in r]
-    if not seen:
-        return np.nan  # the variant never writes it (e.g. the base)
-    return float(seen[-1] if observable.startswith("eval/") else np.mean(seen))
+    return (at_end if observable.startswith("eval/") else step_mean)(observable)(rows)
 
 
 def with_interval(values: np.ndarray) -> str:

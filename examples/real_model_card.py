@@ -18,7 +18,7 @@ from functools import cache
 from pathlib import Path
 
 import numpy as np
-from _sweep import slug
+from _sweep import at_end, slug, step_mean, steps_of
 from sweep_real_model import RECORD, VARIANTS
 
 from rolloutlab.compare.stats import interval, iqm
@@ -38,28 +38,10 @@ class Observable:
     digits: int = 3
 
 
-def steps_of(rows: Rows) -> Rows:
-    return [r for r in rows if r["step"] > 0 and "completions/mean_length" in r]
-
-
-def step_mean(metric: str, last: int | None = None) -> Callable[[Rows], float]:
-    """A step metric's mean over the run's steps (over its last `last` steps); nan where the run never wrote it."""
-
-    def value(rows: Rows) -> float:
-        seen = [r[metric] for r in steps_of(rows) if metric in r]
-        seen = seen[-last:] if last else seen
-        return float(np.mean(seen)) if seen else float("nan")
-
-    return value
-
-
-def at_end(metric: str) -> Callable[[Rows], float]:
-    """An evaluation's figure at the run's last evaluation."""
-    return lambda rows: float([r[metric] for r in rows if metric in r][-1])
-
-
 def tokens_per_correct(rows: Rows) -> float:
-    """Rollout tokens the run decoded per correct completion it sampled: what a right answer cost in sampling."""
+    """Rollout tokens the run decoded per correct completion it sampled: what a right answer cost in sampling.
+    Both counts are of everything generated, the groups a filter dropped included (counters/samples and
+    reward/correct/mean are written from the step's whole generation), so a filtering method pays for what it drops."""
     correct, samples_before = 0.0, 0.0
     for r in steps_of(rows):
         samples = r["counters/samples"] - samples_before
