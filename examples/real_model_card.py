@@ -5,8 +5,10 @@
 
 Each row is one variant of examples/sweep_real_model.py over the seeds whose bundle is kept: greedy pass@1 at the
 end and pass@4 (IQM over the seeds with the 95% stratified-bootstrap interval, the seed count beside it), then the
-observables the card's paper predicts, each IQM [interval] over the seeds' per-run values. Nothing runs here: the
-sweep runs, this reads what it kept.
+observables the card's paper predicts, each IQM [interval] over the seeds' per-run values. Below it, for a card
+with more than its base, the compare page's statistic for each of those figures: the probability that a run of the
+method has the higher figure than a run of the base, with its 95% bootstrap interval. Nothing runs here: the sweep
+runs, this reads what it kept.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import numpy as np
 from _sweep import at_end, slug, step_mean, steps_of
 from sweep_real_model import RECORD, VARIANTS
 
-from rolloutlab.compare.stats import interval, iqm
+from rolloutlab.compare.stats import improvement_interval, interval, iqm, probability_of_improvement
 from workers.bundle import read_bundle
 
 BASE = "grpo G=8"
@@ -186,7 +188,38 @@ def card_table(name: str, record: Path = RECORD) -> str:
             ", ".join(sorted({run.machine for run in kept})),
         ]
         lines.append(f"| {variant} | {len(runs)} | " + " | ".join(figures) + " |")
+    table = "\n".join(lines) + "\n"
+    return table if len(card.variants) == 1 else f"{table}\n{against_base(name, record)}"
+
+
+def against_base(name: str, record: Path = RECORD) -> str:
+    """P(a run of the variant has the higher figure than a run of the card's base) with its 95% bootstrap interval,
+    per figure: the compare page's statistic, on which a verdict rests (an interval clear of 0.5 is an effect at
+    these seeds, in whichever direction the paper predicts: lower for a truncated share, higher for pass@1)."""
+    card = CARDS[name]
+    base, *others = card.compared or card.variants
+    figures = [("greedy pass@1 at the end", at_end("eval/pass@1")), ("pass@4 at the end", at_end("eval/pass@k")),
+               *((o.label, o.value) for o in card.observables)]  # fmt: skip
+    head = [f"P(figure above {base}'s)", "seeds", *(label for label, _ in figures)]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    theirs = [run.rows for run in kept_runs(base, record)]
+    for variant in others:
+        ours = [run.rows for run in kept_runs(variant, record)]
+        seeds = f"{len(ours)} vs {len(theirs)}"
+        lines.append(f"| {variant} | {seeds} | " + " | ".join(improvement(value, ours, theirs) for _, value in figures)
+                     + " |")  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def improvement(value: Callable[[Rows], float], ours: list[Rows], theirs: list[Rows]) -> str:
+    """P(ours > theirs) [95% interval]; — where either side has no run or never shows the figure."""
+    x = [v for v in map(value, ours) if np.isfinite(v)]
+    y = [v for v in map(value, theirs) if np.isfinite(v)]
+    if not x or not y:
+        return "—"
+    low, high = improvement_interval(x, y)
+    spread = f" [{low:.2f}, {high:.2f}]" if np.isfinite(low) else ""
+    return f"{probability_of_improvement(x, y):.2f}{spread}"
 
 
 def at_start(rows: Rows) -> float:

@@ -85,7 +85,7 @@ def test_every_card_reads_variants_of_the_real_model_sweep_and_says_its_verdict(
 
 
 def test_a_cards_table_is_the_iqm_over_the_kept_bundles_of_each_variant(cards, tmp_path):
-    from rolloutlab.compare.stats import interval, iqm
+    from rolloutlab.compare.stats import improvement_interval, interval, iqm
 
     record = tmp_path / "record"
     record.mkdir()
@@ -102,6 +102,14 @@ def test_a_cards_table_is_the_iqm_over_the_kept_bundles_of_each_variant(cards, t
     assert dapo[:2] == ["| dapo", "1"] and dapo[3] == f"{finals[2][0]:.3f}"
     assert base[-1].rstrip(" |") == read_bundle(kept[0]).record["cpu"]["model"].join(["2-core ", ""])
     assert cards.card_table("mc-grpo", record).splitlines()[2].startswith("| grpo G=2 | 0 |")  # none kept yet
+    # below it, the compare page's statistic against the base: P(dapo's run scores above a base run's)
+    against = table[table.index("") + 1 :]
+    assert against[0].startswith("| P(figure above grpo G=8's) | seeds | greedy pass@1 at the end |")
+    above = sum((finals[2][0] > f[0]) + 0.5 * (finals[2][0] == f[0]) for f in finals[:2]) / 2
+    assert against[2].startswith(f"| dapo | 1 vs 2 | {above:.2f} | ")  # one run: no interval
+    low, high = improvement_interval([0.3, 0.4], [0.1, 0.2, 0.35])  # 0.3 beats 2 of 3, 0.4 all 3: P = 5/6
+    assert cards.improvement(lambda rows: rows, [0.3, 0.4], [0.1, 0.2, 0.35]) == f"0.83 [{low:.2f}, {high:.2f}]"
+    assert cards.improvement(lambda rows: rows, [0.3, 0.4], [float("nan")]) == "—"  # the base never shows it
 
 
 def test_tokens_per_correct_sample_counts_each_steps_samples_at_its_pass_rate(cards):
