@@ -94,6 +94,11 @@ class Card:
     plotted: tuple[str, ...] = ("completions/mean_length",)  # on its compare page, beside pass@1 and the reward
     compared: tuple[str, ...] = ()  # the variants on its compare page, one per method (it groups by method): all
 
+    def figures(self) -> tuple[Observable, ...]:
+        """Each run's figures the card compares: the end accuracy, then its paper's observables."""
+        return (Observable("greedy pass@1 at the end", at_end("eval/pass@1")),
+                Observable("pass@4 at the end", at_end("eval/pass@k")), *self.observables)  # fmt: skip
+
     def import_command(self, name: str) -> str:
         """The command that imports the card's runs into a platform and prints its compare page's permalink."""
         variants = self.compared or self.variants
@@ -166,9 +171,8 @@ def cell(values: list[float], digits: int) -> str:
 
 def card_table(name: str, record: Path = RECORD) -> str:
     card = CARDS[name]
-    head = ["run", "seeds", "greedy pass@1 at step 0", "greedy pass@1 at the end", "pass@4 at the end",
-            *(o.label for o in card.observables), "steps to the budget", "rollout tokens (k)", "s per step",
-            "minutes of steps per run", "machine"]  # fmt: skip
+    head = ["run", "seeds", "greedy pass@1 at step 0", *(o.label for o in card.figures()), "steps to the budget",
+            "rollout tokens (k)", "s per step", "minutes of steps per run", "machine"]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for variant in card.variants:
         kept = kept_runs(variant, record)
@@ -178,9 +182,7 @@ def card_table(name: str, record: Path = RECORD) -> str:
             continue
         figures = [
             cell([at_start(rows) for rows in runs], 3),
-            cell([at_end("eval/pass@1")(rows) for rows in runs], 3),
-            cell([at_end("eval/pass@k")(rows) for rows in runs], 3),
-            *(cell([o.value(rows) for rows in runs], o.digits) for o in card.observables),
+            *(cell([o.value(rows) for rows in runs], o.digits) for o in card.figures()),
             cell([len(steps_of(rows)) for rows in runs], 1),
             cell([rows[-1]["counters/rollout_tokens"] / 1e3 for rows in runs], 1),
             cell([step_mean("timing/step_s")(rows) for rows in runs], 1),
@@ -198,16 +200,14 @@ def against_base(name: str, record: Path = RECORD) -> str:
     these seeds, in whichever direction the paper predicts: lower for a truncated share, higher for pass@1)."""
     card = CARDS[name]
     base, *others = card.compared or card.variants
-    figures = [("greedy pass@1 at the end", at_end("eval/pass@1")), ("pass@4 at the end", at_end("eval/pass@k")),
-               *((o.label, o.value) for o in card.observables)]  # fmt: skip
-    head = [f"P(figure above {base}'s)", "seeds", *(label for label, _ in figures)]
+    head = [f"P(figure above {base}'s)", "seeds", *(o.label for o in card.figures())]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     theirs = [run.rows for run in kept_runs(base, record)]
     for variant in others:
         ours = [run.rows for run in kept_runs(variant, record)]
         seeds = f"{len(ours)} vs {len(theirs)}"
-        lines.append(f"| {variant} | {seeds} | " + " | ".join(improvement(value, ours, theirs) for _, value in figures)
-                     + " |")  # fmt: skip
+        cells = (improvement(o.value, ours, theirs) for o in card.figures())
+        lines.append(f"| {variant} | {seeds} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
