@@ -7,8 +7,9 @@ Each row is one variant of examples/sweep_real_model.py over the seeds whose bun
 end and pass@4 (IQM over the seeds with the 95% stratified-bootstrap interval, the seed count beside it), then the
 observables the card's paper predicts, each IQM [interval] over the seeds' per-run values. Below it, for a card
 with more than its base, the compare page's statistic for each of those figures: the probability that a run of the
-method has the higher figure than a run of the base, with its 95% bootstrap interval. Nothing runs here: the sweep
-runs, this reads what it kept.
+method has the higher figure than a run of the base, with its 95% bootstrap interval, and last the card's verdict
+line, by the rule docs/methods/README.md states (`verdict`). Nothing runs here: the sweep runs, this reads what it
+kept.
 """
 
 from __future__ import annotations
@@ -85,19 +86,25 @@ ZERO_STD = Observable("zero-variance groups", step_mean("groups/frac_zero_std"))
 PER_CORRECT = Observable("rollout tokens per correct sample", tokens_per_correct, 0)
 PER_STEP = Observable("tokens decoded per step", decoded_per_step, 0)
 UNSOLVED = Observable("pass@4 on the problems unsolved at step 0", at_end("eval/pass@k/unsolved_at_start"))
+PASS_AT_1 = Observable("greedy pass@1 at the end", at_end("eval/pass@1"))
+PASS_AT_4 = Observable("pass@4 at the end", at_end("eval/pass@k"))
+
+
+HIGHER, LOWER = 1, -1  # the side of the base's figure that a paper predicts for its method's
 
 
 @dataclass(frozen=True)
 class Card:
     variants: tuple[str, ...]  # the card's rows; the base first
     observables: tuple[Observable, ...]
+    paper: tuple[tuple[str, int], ...]  # the figures its paper predicts to move, by label, and on which side; the first
+    # is the one the verdict reads
     plotted: tuple[str, ...] = ("completions/mean_length",)  # on its compare page, beside pass@1 and the reward
     compared: tuple[str, ...] = ()  # the variants on its compare page, one per method (it groups by method): all
 
     def figures(self) -> tuple[Observable, ...]:
         """Each run's figures the card compares: the end accuracy, then its paper's observables."""
-        return (Observable("greedy pass@1 at the end", at_end("eval/pass@1")),
-                Observable("pass@4 at the end", at_end("eval/pass@k")), *self.observables)  # fmt: skip
+        return PASS_AT_1, PASS_AT_4, *self.observables
 
     def import_command(self, name: str) -> str:
         """The command that imports the card's runs into a platform and prints its compare page's permalink."""
@@ -109,34 +116,46 @@ class Card:
                 f'--view "metrics={metrics}&x=tokens{baseline}"')  # fmt: skip
 
 
+ROUNDS = Observable("dynamic-sampling rounds per step", step_mean("pipeline/filter/rounds"), 2)
+LENGTH_LIMITED = Observable("mean length while the limit is compressed", length_while_limited, 1)
+TOKENS_PER_S = Observable("rollout tokens/s", step_mean("throughput/rollout_tokens_per_s"), 1)
+PARTIAL = Observable("share of partial rows", partial_share)
+ABORTED = Observable("rows aborted per step", step_mean("pipeline/control/aborted"), 1)
+TRAINED = Observable("share of tokens trained", step_mean("pipeline/advantage/kept_tokens"))
+EXTRAS = Observable("extra rollouts per step", step_mean("pipeline/control/extra_rollouts"), 1)
+BRANCHES = Observable("tree branches per step", step_mean("pipeline/generate/branches"), 1)
+PER_SCORED = Observable("tokens decoded per scored rollout", decoded_per_scored, 1)
+HEAD = Observable("quality head's accuracy", step_mean("pipeline/generate/head_accuracy"))
+SHORTER = ((LENGTH.label, LOWER), (PER_CORRECT.label, LOWER))  # the length methods' claim
+
 CARDS = {
-    "grpo": Card((BASE,), (UNSOLVED, LENGTH, TRUNCATED, ZERO_STD, PER_CORRECT)),
-    "dapo": Card((BASE, "dapo"), (TRUNCATED, ZERO_STD, Observable("dynamic-sampling rounds per step",
-                                                                    step_mean("pipeline/filter/rounds"), 2), LENGTH),
-                 ("completions/clipped_ratio", "groups/frac_zero_std", "completions/mean_length")),
-    "grpo-lambda": Card((BASE, "grpo-lambda"), (LENGTH, PER_CORRECT, TRUNCATED)),
-    "drpo": Card((BASE, "drpo"), (LENGTH, PER_CORRECT, TRUNCATED)),
-    "siri": Card((BASE, "siri"), (Observable("mean length while the limit is compressed", length_while_limited, 1),
-                                  LENGTH, PER_CORRECT), ("completions/mean_length", "pipeline/control/max_new_tokens")),
-    "april": Card((BASE, "april"), (Observable("rollout tokens/s", step_mean("throughput/rollout_tokens_per_s"), 1),
-                                    Observable("share of partial rows", partial_share), LENGTH),
-                  ("throughput/rollout_tokens_per_s", "pipeline/generate/resumed_rows")),
-    "rorecomp": Card((BASE, "rorecomp"), (PER_STEP, LENGTH, PER_CORRECT)),
-    "duet": Card((BASE, "duet"), (PER_STEP, Observable("rows aborted per step", step_mean("pipeline/control/aborted"),
-                                                       1), LENGTH),
-                 ("completions/mean_length", "pipeline/control/aborted")),
-    "d3s": Card((BASE, "d3s"), (PER_STEP, Observable("share of tokens trained", step_mean(
-        "pipeline/advantage/kept_tokens")), LENGTH), ("completions/mean_length", "pipeline/advantage/kept_tokens")),
-    # grpo at G = 3 samples as many completions a prompt as mc-grpo at G = 2 (G + 1): the equal-cost pair is compared
-    "mc-grpo": Card(("grpo G=2", "grpo G=3", "mc-grpo G=2"), (ZERO_STD, PER_STEP), ("groups/frac_zero_std",),
-                    ("grpo G=3", "mc-grpo G=2")),
-    "dars": Card((BASE, "dars"), (UNSOLVED, Observable("extra rollouts per step", step_mean(
-        "pipeline/control/extra_rollouts"), 1), PER_STEP), ("eval/pass@k/unsolved_at_start",)),
-    "latr": Card((BASE, "latr"), (UNSOLVED, Observable("tree branches per step", step_mean(
-        "pipeline/generate/branches"), 1), PER_STEP), ("eval/pass@k/unsolved_at_start",)),
-    "arrol": Card((BASE, "arrol"), (Observable("tokens decoded per scored rollout", decoded_per_scored, 1),
-                                    Observable("quality head's accuracy", step_mean("pipeline/generate/head_accuracy")),
-                                    LENGTH), ("pipeline/generate/head_accuracy", "completions/mean_length")),
+    "grpo": Card((BASE,), (UNSOLVED, LENGTH, TRUNCATED, ZERO_STD, PER_CORRECT), paper=()),
+    "dapo": Card((BASE, "dapo"), (TRUNCATED, ZERO_STD, ROUNDS, LENGTH),
+                 paper=((TRUNCATED.label, LOWER), (ZERO_STD.label, LOWER)),
+                 plotted=("completions/clipped_ratio", "groups/frac_zero_std", "completions/mean_length")),
+    "grpo-lambda": Card((BASE, "grpo-lambda"), (LENGTH, PER_CORRECT, TRUNCATED), paper=SHORTER),
+    "drpo": Card((BASE, "drpo"), (LENGTH, PER_CORRECT, TRUNCATED), paper=SHORTER),
+    # the compressed phases' length has no grpo counterpart (grpo's limit never moves): the verdict reads the length
+    # after them
+    "siri": Card((BASE, "siri"), (LENGTH_LIMITED, LENGTH, PER_CORRECT), paper=SHORTER,
+                 plotted=("completions/mean_length", "pipeline/control/max_new_tokens")),
+    "april": Card((BASE, "april"), (TOKENS_PER_S, PARTIAL, LENGTH), paper=((TOKENS_PER_S.label, HIGHER),),
+                  plotted=("throughput/rollout_tokens_per_s", "pipeline/generate/resumed_rows")),
+    "rorecomp": Card((BASE, "rorecomp"), (PER_STEP, LENGTH, PER_CORRECT), paper=SHORTER),
+    "duet": Card((BASE, "duet"), (PER_STEP, ABORTED, LENGTH), paper=((PER_STEP.label, LOWER),),
+                 plotted=("completions/mean_length", "pipeline/control/aborted")),
+    "d3s": Card((BASE, "d3s"), (PER_STEP, TRAINED, LENGTH), paper=((TRAINED.label, LOWER),),
+                plotted=("completions/mean_length", "pipeline/advantage/kept_tokens")),
+    # grpo at G = 3 samples as many completions a prompt as mc-grpo at G = 2 (G + 1): the equal-cost pair is compared,
+    # and the paper's claim is the accuracy itself
+    "mc-grpo": Card(("grpo G=2", "grpo G=3", "mc-grpo G=2"), (ZERO_STD, PER_STEP), paper=((PASS_AT_1.label, HIGHER),),
+                    plotted=("groups/frac_zero_std",), compared=("grpo G=3", "mc-grpo G=2")),
+    "dars": Card((BASE, "dars"), (UNSOLVED, EXTRAS, PER_STEP), paper=((UNSOLVED.label, HIGHER),),
+                 plotted=("eval/pass@k/unsolved_at_start",)),
+    "latr": Card((BASE, "latr"), (UNSOLVED, BRANCHES, PER_STEP), paper=((UNSOLVED.label, HIGHER),),
+                 plotted=("eval/pass@k/unsolved_at_start",)),
+    "arrol": Card((BASE, "arrol"), (PER_SCORED, HEAD, LENGTH), paper=((PER_SCORED.label, LOWER),),
+                  plotted=("pipeline/generate/head_accuracy", "completions/mean_length")),
 }  # fmt: skip
 
 
@@ -213,13 +232,62 @@ def against_base(name: str, record: Path = RECORD) -> str:
 
 def improvement(value: Callable[[Rows], float], ours: list[Rows], theirs: list[Rows]) -> str:
     """P(ours > theirs) [95% interval]; — where either side has no run or never shows the figure."""
+    found = above(value, ours, theirs)
+    if found is None:
+        return "—"
+    chance, low, high = found
+    spread = f" [{low:.2f}, {high:.2f}]" if np.isfinite(low) else ""
+    return f"{chance:.2f}{spread}"
+
+
+def above(value: Callable[[Rows], float], ours: list[Rows], theirs: list[Rows]) -> tuple[float, float, float] | None:
+    """P(a run of ours has the higher figure than a run of theirs), with its 95% bootstrap interval (nan with one
+    run a side); None where either side never shows the figure."""
     x = [v for v in map(value, ours) if np.isfinite(v)]
     y = [v for v in map(value, theirs) if np.isfinite(v)]
     if not x or not y:
-        return "—"
-    low, high = improvement_interval(x, y)
-    spread = f" [{low:.2f}, {high:.2f}]" if np.isfinite(low) else ""
-    return f"{probability_of_improvement(x, y):.2f}{spread}"
+        return None
+    return probability_of_improvement(x, y), *improvement_interval(x, y)
+
+
+SETTLED_AT = 5  # seeds a side before a card may say that a method helps or hurts (3 seeds' interval is their range)
+
+
+def verdict(name: str, record: Path = RECORD) -> str:
+    """The card's verdict by the rule docs/methods/README.md states, from P(the method's figure above the base's):
+    "not shown" where pass@1 or a figure its paper predicts moved against the paper (interval clear of 0.5 on the
+    other side), "effect shown" where the first figure its paper predicts moved its way, "level" where neither that
+    nor pass@1 told them apart (at SETTLED_AT seeds, that figure alone); a move either way counts only at SETTLED_AT
+    seeds, and "level" at 3."""
+    card = CARDS[name]
+    if not card.paper:
+        return "the base"
+    base, method = (card.compared or card.variants)[-2:]
+    ours, theirs = ([run.rows for run in kept_runs(v, record)] for v in (method, base))
+    if min(len(ours), len(theirs)) < 3:
+        return "not yet measured"
+    by_label = {o.label: o for o in card.figures()}
+    sides = {label: side(above(by_label[label].value, ours, theirs), toward) for label, toward in card.paper}
+    sides.setdefault(PASS_AT_1.label, side(above(PASS_AT_1.value, ours, theirs), HIGHER))
+    settled = min(len(ours), len(theirs)) >= SETTLED_AT
+    first = sides[card.paper[0][0]]
+    if settled and "against" in sides.values():
+        return "not shown"
+    if settled and first == "toward":
+        return "effect shown"
+    if first == "level" and (settled or sides[PASS_AT_1.label] == "level"):
+        return "level"
+    return "not yet measured"  # a move seen at fewer than SETTLED_AT seeds: the card waits for its last seeds
+
+
+def side(found: tuple[float, float, float] | None, toward: int) -> str:
+    """Where P's interval lies: "toward" the paper's side of 0.5, "against" it, or "level" (it holds 0.5)."""
+    if found is None or not np.isfinite(found[1]):
+        return "level"
+    _, low, high = found
+    if low <= 0.5 <= high:
+        return "level"
+    return "toward" if (low > 0.5) == (toward == HIGHER) else "against"
 
 
 def at_start(rows: Rows) -> float:
@@ -239,8 +307,11 @@ def main() -> None:
             counts = ", ".join(f"{v}: {len(list(args.record.glob(f'{slug(v)}-s*.zip')))}" for v in card.variants)
             print(f"{name}: {counts}")
         return
-    print(CARDS[args.card].import_command(args.card) if args.import_command else card_table(args.card, args.record),
-          end="\n" if args.import_command else "")  # fmt: skip
+    if args.import_command:
+        print(CARDS[args.card].import_command(args.card))
+        return
+    print(card_table(args.card, args.record))
+    print(f"On a real model: **{verdict(args.card, args.record)}** (the verdicts' rule: docs/methods/README.md)")
 
 
 if __name__ == "__main__":

@@ -13,9 +13,9 @@ import re
 from pathlib import Path
 
 # What a card's "On a real model" section says its sweep on SmolLM2 (examples/sweep_real_model.py) showed, on a line
-# of its own: `On a real model: **level**`. "effect shown": the paper's observable moved the way the paper says
-# (5 seeds, intervals apart); "level": neither it nor pass@1 told the method from its base; "not shown": pass@1
-# moved, or the observable did not move as the paper says; "the base": the run every card is measured against.
+# of its own: `On a real model: **level**`. The rule that reads it from the runs (docs/methods/README.md states it) is
+# examples/real_model_card.py's `verdict`, and tests/offline/engine/test_sweeps.py holds each card's line to it;
+# "the base": the run every card is measured against.
 REAL_MODEL_VERDICTS = ("effect shown", "level", "not shown", "not yet measured", "the base")
 VERDICT_LINE = re.compile(r"^On a real model: \*\*(?P<verdict>[^*]+)\*\*", re.MULTILINE)
 

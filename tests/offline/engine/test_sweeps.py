@@ -112,6 +112,36 @@ def test_a_cards_table_is_the_iqm_over_the_kept_bundles_of_each_variant(cards, t
     assert cards.improvement(lambda rows: rows, [0.3, 0.4], [float("nan")]) == "—"  # the base never shows it
 
 
+def test_a_verdict_says_a_method_helps_or_hurts_only_at_five_seeds_and_level_from_three(cards, tmp_path):
+    """The rule of docs/methods/README.md, read off P(the method's figure above the base's): dapo's 5 runs truncate
+    less than every grpo run (effect shown); at 3 seeds the same move is not yet a verdict; the base's own runs
+    relabelled as the method are level; swapped, the move is against the paper (not shown)."""
+    kept = {v: sorted(cards.RECORD.glob(f"{v}-s*.zip")) for v in ("grpo-G-8", "dapo")}
+
+    def record_of(name: str, base: str, method: str, seeds: int) -> str:
+        record = tmp_path / name
+        record.mkdir()
+        for seed in range(seeds):
+            shutil.copy(kept[base][seed], record / f"grpo-G-8-s{seed}.zip")
+            shutil.copy(kept[method][seed], record / f"dapo-s{seed}.zip")
+        return cards.verdict("dapo", record)
+
+    assert record_of("five", "grpo-G-8", "dapo", 5) == "effect shown"
+    assert record_of("three", "grpo-G-8", "dapo", 3) == "not yet measured"
+    assert record_of("same", "grpo-G-8", "grpo-G-8", 3) == "level"
+    assert record_of("swapped", "dapo", "grpo-G-8", 5) == "not shown"
+    assert record_of("two", "grpo-G-8", "dapo", 2) == "not yet measured"
+    assert cards.verdict("grpo") == "the base"
+    assert cards.side((0.1, 0.0, 0.3), cards.LOWER) == "toward"
+    assert cards.side((0.9, 0.7, 1.0), cards.LOWER) == "against"
+    assert cards.side((0.6, 0.3, 0.9), cards.HIGHER) == "level" and cards.side(None, cards.HIGHER) == "level"
+
+
+def test_every_figure_a_paper_predicts_is_one_its_card_shows(cards):
+    for name, card in cards.CARDS.items():
+        assert {label for label, _ in card.paper} <= {o.label for o in card.figures()}, name
+
+
 def test_tokens_per_correct_sample_counts_each_steps_samples_at_its_pass_rate(cards):
     rows = [{"step": 0, "eval/pass@1": 0.1},
             {"step": 1, "completions/mean_length": 20, "counters/samples": 64, "reward/correct/mean": 0.25,
@@ -131,3 +161,12 @@ def test_each_cards_real_model_table_is_the_one_its_kept_bundles_give(cards):
     assert {"grpo", "dapo"} <= set(tabled)
     for name in tabled:
         assert cards.card_table(name) in texts[name], f"python examples/real_model_card.py {name}: not the card's table"
+
+
+def test_each_cards_verdict_is_the_rules_reading_of_its_kept_bundles(cards):
+    """The "real model" column of docs/methods/README.md (each card's verdict line) is what the rule reads from the
+    committed runs: a card cannot claim an effect its runs do not show."""
+    from workers.doc_tables import real_model_verdict
+
+    for name in cards.CARDS:
+        assert real_model_verdict(REPO / "docs" / "methods" / f"{name}.md") == cards.verdict(name), name
