@@ -97,8 +97,8 @@ HIGHER, LOWER = 1, -1  # the side of the base's figure that a paper predicts for
 class Card:
     variants: tuple[str, ...]  # the card's rows; the base first
     observables: tuple[Observable, ...]
-    paper: tuple[tuple[str, int], ...]  # the figures its paper predicts to move, by label, and on which side; the first
-    # is the one the verdict reads
+    paper: tuple[tuple[Observable, int], ...]  # the figures its paper predicts to move, and on which side; the first is
+    # the one the verdict reads
     plotted: tuple[str, ...] = ("completions/mean_length",)  # on its compare page, beside pass@1 and the reward
     compared: tuple[str, ...] = ()  # the variants on its compare page, one per method (it groups by method): all
 
@@ -126,12 +126,12 @@ EXTRAS = Observable("extra rollouts per step", step_mean("pipeline/control/extra
 BRANCHES = Observable("tree branches per step", step_mean("pipeline/generate/branches"), 1)
 PER_SCORED = Observable("tokens decoded per scored rollout", decoded_per_scored, 1)
 HEAD = Observable("quality head's accuracy", step_mean("pipeline/generate/head_accuracy"))
-SHORTER = ((LENGTH.label, LOWER), (PER_CORRECT.label, LOWER))  # the length methods' claim
+SHORTER = ((LENGTH, LOWER), (PER_CORRECT, LOWER))  # the length methods' claim
 
 CARDS = {
     "grpo": Card((BASE,), (UNSOLVED, LENGTH, TRUNCATED, ZERO_STD, PER_CORRECT), paper=()),
     "dapo": Card((BASE, "dapo"), (TRUNCATED, ZERO_STD, ROUNDS, LENGTH),
-                 paper=((TRUNCATED.label, LOWER), (ZERO_STD.label, LOWER)),
+                 paper=((TRUNCATED, LOWER), (ZERO_STD, LOWER)),
                  plotted=("completions/clipped_ratio", "groups/frac_zero_std", "completions/mean_length")),
     "grpo-lambda": Card((BASE, "grpo-lambda"), (LENGTH, PER_CORRECT, TRUNCATED), paper=SHORTER),
     "drpo": Card((BASE, "drpo"), (LENGTH, PER_CORRECT, TRUNCATED), paper=SHORTER),
@@ -139,22 +139,22 @@ CARDS = {
     # after them
     "siri": Card((BASE, "siri"), (LENGTH_LIMITED, LENGTH, PER_CORRECT), paper=SHORTER,
                  plotted=("completions/mean_length", "pipeline/control/max_new_tokens")),
-    "april": Card((BASE, "april"), (TOKENS_PER_S, PARTIAL, LENGTH), paper=((TOKENS_PER_S.label, HIGHER),),
+    "april": Card((BASE, "april"), (TOKENS_PER_S, PARTIAL, LENGTH), paper=((TOKENS_PER_S, HIGHER),),
                   plotted=("throughput/rollout_tokens_per_s", "pipeline/generate/resumed_rows")),
     "rorecomp": Card((BASE, "rorecomp"), (PER_STEP, LENGTH, PER_CORRECT), paper=SHORTER),
-    "duet": Card((BASE, "duet"), (PER_STEP, ABORTED, LENGTH), paper=((PER_STEP.label, LOWER),),
+    "duet": Card((BASE, "duet"), (PER_STEP, ABORTED, LENGTH), paper=((PER_STEP, LOWER),),
                  plotted=("completions/mean_length", "pipeline/control/aborted")),
-    "d3s": Card((BASE, "d3s"), (PER_STEP, TRAINED, LENGTH), paper=((TRAINED.label, LOWER),),
+    "d3s": Card((BASE, "d3s"), (PER_STEP, TRAINED, LENGTH), paper=((TRAINED, LOWER),),
                 plotted=("completions/mean_length", "pipeline/advantage/kept_tokens")),
     # grpo at G = 3 samples as many completions a prompt as mc-grpo at G = 2 (G + 1): the equal-cost pair is compared,
     # and the paper's claim is the accuracy itself
-    "mc-grpo": Card(("grpo G=2", "grpo G=3", "mc-grpo G=2"), (ZERO_STD, PER_STEP), paper=((PASS_AT_1.label, HIGHER),),
+    "mc-grpo": Card(("grpo G=2", "grpo G=3", "mc-grpo G=2"), (ZERO_STD, PER_STEP), paper=((PASS_AT_1, HIGHER),),
                     plotted=("groups/frac_zero_std",), compared=("grpo G=3", "mc-grpo G=2")),
-    "dars": Card((BASE, "dars"), (UNSOLVED, EXTRAS, PER_STEP), paper=((UNSOLVED.label, HIGHER),),
+    "dars": Card((BASE, "dars"), (UNSOLVED, EXTRAS, PER_STEP), paper=((UNSOLVED, HIGHER),),
                  plotted=("eval/pass@k/unsolved_at_start",)),
-    "latr": Card((BASE, "latr"), (UNSOLVED, BRANCHES, PER_STEP), paper=((UNSOLVED.label, HIGHER),),
+    "latr": Card((BASE, "latr"), (UNSOLVED, BRANCHES, PER_STEP), paper=((UNSOLVED, HIGHER),),
                  plotted=("eval/pass@k/unsolved_at_start",)),
-    "arrol": Card((BASE, "arrol"), (PER_SCORED, HEAD, LENGTH), paper=((PER_SCORED.label, LOWER),),
+    "arrol": Card((BASE, "arrol"), (PER_SCORED, HEAD, LENGTH), paper=((PER_SCORED, LOWER),),
                   plotted=("pipeline/generate/head_accuracy", "completions/mean_length")),
 }  # fmt: skip
 
@@ -250,6 +250,7 @@ def above(value: Callable[[Rows], float], ours: list[Rows], theirs: list[Rows]) 
     return probability_of_improvement(x, y), *improvement_interval(x, y)
 
 
+LEAST_SEEDS = 3  # seeds a side before a card has a verdict at all
 SETTLED_AT = 5  # seeds a side before a card may say that a method helps or hurts (3 seeds' interval is their range)
 
 
@@ -264,18 +265,17 @@ def verdict(name: str, record: Path = RECORD) -> str:
         return "the base"
     base, method = (card.compared or card.variants)[-2:]
     ours, theirs = ([run.rows for run in kept_runs(v, record)] for v in (method, base))
-    if min(len(ours), len(theirs)) < 3:
+    if min(len(ours), len(theirs)) < LEAST_SEEDS:
         return "not yet measured"
-    by_label = {o.label: o for o in card.figures()}
-    sides = {label: side(above(by_label[label].value, ours, theirs), toward) for label, toward in card.paper}
-    sides.setdefault(PASS_AT_1.label, side(above(PASS_AT_1.value, ours, theirs), HIGHER))
+    sides = {figure: side(above(figure.value, ours, theirs), toward) for figure, toward in card.paper}
+    sides.setdefault(PASS_AT_1, side(above(PASS_AT_1.value, ours, theirs), HIGHER))
     settled = min(len(ours), len(theirs)) >= SETTLED_AT
     first = sides[card.paper[0][0]]
     if settled and "against" in sides.values():
         return "not shown"
     if settled and first == "toward":
         return "effect shown"
-    if first == "level" and (settled or sides[PASS_AT_1.label] == "level"):
+    if first == "level" and (settled or sides[PASS_AT_1] == "level"):
         return "level"
     return "not yet measured"  # a move seen at fewer than SETTLED_AT seeds: the card waits for its last seeds
 
