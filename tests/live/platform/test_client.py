@@ -62,7 +62,11 @@ def test_every_point_arrives_exactly_once_through_a_kill_9_of_the_server(stack, 
     # the aggregates the charts read count each point once too
     assert MetricBucket.objects.filter(run_id=run.id).aggregate(n=Sum("count"))["n"] == STEPS * len(NAMES)
     assert run.stats["retries"] > 0, "the client never met the outage"
-    assert run.stats["points_stored"] == STEPS * len(NAMES) and run.stats["rejected"] == 0
+    # every batch acknowledged; "stored" counts only what an answer reported as new, so a batch whose commit landed
+    # just before the kill is acknowledged on its retry as 0 new points (CI once saw 9,600 of 10,000): the exact
+    # count is the database's, asserted above
+    assert run.stats["points_sent"] == STEPS * len(NAMES) and run.stats["rejected"] == 0
+    assert 0 < run.stats["points_stored"] <= STEPS * len(NAMES)
     finished = Run.objects.get(id=run.id)
     # a finished run stands at the total its script announced, so its page reads 1000 / 1000
     assert finished.state == "succeeded" and finished.step == STEPS and finished.kind == "external"
