@@ -167,7 +167,9 @@ def test_a_cancelled_run_resumed_by_its_user_goes_on_from_its_checkpoint_and_end
     status, body = stack.api(stack.token, "POST", "/api/runs", {"config": RUN, "name": "cancelled, then resumed"})
     assert status == 201, body
     run_id = body["id"]
-    wait_until(lambda: state_and_step(stack, run_id)[1] >= 30, 300, interval=0.05, what="step 30")
+    # step 31 seen: the resume checkpoint after step 30 is written (step 30 itself is stored just before it, and a
+    # cancel in between leaves the one after step 20: CI once met that race)
+    wait_until(lambda: state_and_step(stack, run_id)[1] >= 31, 300, interval=0.05, what="step 31")
     assert stack.api(stack.token, "POST", f"/api/runs/{run_id}/cancel")[0] == 200
     wait_until(lambda: state_and_step(stack, run_id)[0] == "cancelled", 30, interval=0.2, what="the cancel")
     status, resumed = stack.api(stack.token, "POST", f"/api/runs/{run_id}/resume")
