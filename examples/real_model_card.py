@@ -39,6 +39,7 @@ class Observable:
     label: str
     value: Callable[[Rows], float]  # one run's figure
     digits: int = 3
+    machine_bound: bool = False  # a speed: runs compare on it only where they ran on one kind of machine
 
 
 def tokens_per_correct(rows: Rows) -> float:
@@ -80,6 +81,13 @@ def partial_share(rows: Rows) -> float:
     return float(np.sum([r["pipeline/generate/resumed_rows"] for r in steps]) / np.sum(rows_per_step))
 
 
+def trained_share(rows: Rows) -> float:
+    """The share of the batch's completion tokens in the loss, over the run: 1 where the advantage stage masks none
+    (it writes no pipeline/advantage/kept_tokens, as grpo), so the base has the figure the method is read against."""
+    share = step_mean("pipeline/advantage/kept_tokens")(rows)
+    return 1.0 if np.isnan(share) else share
+
+
 LENGTH = Observable("mean length, last 10 steps", step_mean("completions/mean_length", LATE_STEPS), 1)
 TRUNCATED = Observable("truncated share", step_mean("completions/clipped_ratio"))
 ZERO_STD = Observable("zero-variance groups", step_mean("groups/frac_zero_std"))
@@ -118,10 +126,10 @@ class Card:
 
 ROUNDS = Observable("dynamic-sampling rounds per step", step_mean("pipeline/filter/rounds"), 2)
 LENGTH_LIMITED = Observable("mean length while the limit is compressed", length_while_limited, 1)
-TOKENS_PER_S = Observable("rollout tokens/s", step_mean("throughput/rollout_tokens_per_s"), 1)
+TOKENS_PER_S = Observable("rollout tokens/s", step_mean("throughput/rollout_tokens_per_s"), 1, machine_bound=True)
 PARTIAL = Observable("share of partial rows", partial_share)
 ABORTED = Observable("rows aborted per step", step_mean("pipeline/control/aborted"), 1)
-TRAINED = Observable("share of tokens trained", step_mean("pipeline/advantage/kept_tokens"))
+TRAINED = Observable("share of tokens trained", trained_share)
 EXTRAS = Observable("extra rollouts per step", step_mean("pipeline/control/extra_rollouts"), 1)
 BRANCHES = Observable("tree branches per step", step_mean("pipeline/generate/branches"), 1)
 PER_SCORED = Observable("tokens decoded per scored rollout", decoded_per_scored, 1)
@@ -173,8 +181,14 @@ def kept_runs(variant: str, record: Path = RECORD) -> list[KeptRun]:
 
 
 def machine(record: dict) -> str:
+    """The device a run's step times belong to: its GPU, or its CPU with the processor's generation where the record
+    has it (records before it name the model only)."""
     gpus = record.get("gpu", {}).get("devices") or []
-    return gpus[0] if gpus else f"{record['cpu']['count']}-core {record['cpu']['model']}"
+    if gpus:
+        return gpus[0]
+    cpu = record["cpu"]
+    generation = f" ({cpu['generation']})" if cpu.get("generation") else ""
+    return f"{cpu['count']}-core {cpu['model']}{generation}"
 
 
 def cell(values: list[float], digits: int) -> str:
@@ -221,18 +235,19 @@ def against_base(name: str, record: Path = RECORD) -> str:
     base, *others = card.compared or card.variants
     head = [f"P(figure above {base}'s)", "seeds", *(o.label for o in card.figures())]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-    theirs = [run.rows for run in kept_runs(base, record)]
+    theirs = kept_runs(base, record)
     for variant in others:
-        ours = [run.rows for run in kept_runs(variant, record)]
+        ours = kept_runs(variant, record)
         seeds = f"{len(ours)} vs {len(theirs)}"
-        cells = (improvement(o.value, ours, theirs) for o in card.figures())
+        cells = (improvement(o, ours, theirs) for o in card.figures())
         lines.append(f"| {variant} | {seeds} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def improvement(value: Callable[[Rows], float], ours: list[Rows], theirs: list[Rows]) -> str:
-    """P(ours > theirs) [95% interval]; — where either side has no run or never shows the figure."""
-    found = above(value, ours, theirs)
+def improvement(figure: Observable, ours: list[KeptRun], theirs: list[KeptRun]) -> str:
+    """P(ours > theirs) [95% interval]; — where either side has no run or never shows the figure (or, for a speed,
+    none on a machine the other side ran on)."""
+    found = above(figure, ours, theirs)
     if found is None:
         return "—"
     chance, low, high = found
@@ -240,11 +255,15 @@ def improvement(value: Callable[[Rows], float], ours: list[Rows], theirs: list[R
     return f"{chance:.2f}{spread}"
 
 
-def above(value: Callable[[Rows], float], ours: list[Rows], theirs: list[Rows]) -> tuple[float, float, float] | None:
+def above(figure: Observable, ours: list[KeptRun], theirs: list[KeptRun]) -> tuple[float, float, float] | None:
     """P(a run of ours has the higher figure than a run of theirs), with its 95% bootstrap interval (nan with one
-    run a side); None where either side never shows the figure."""
-    x = [v for v in map(value, ours) if np.isfinite(v)]
-    y = [v for v in map(value, theirs) if np.isfinite(v)]
+    run a side); None where either side never shows the figure. A speed is read only off the runs of machines both
+    sides ran on: a run on a twice faster processor would otherwise win by its machine."""
+    if figure.machine_bound:
+        shared = {run.machine for run in ours} & {run.machine for run in theirs}
+        ours, theirs = ([run for run in side if run.machine in shared] for side in (ours, theirs))
+    x = [v for v in (figure.value(run.rows) for run in ours) if np.isfinite(v)]
+    y = [v for v in (figure.value(run.rows) for run in theirs) if np.isfinite(v)]
     if not x or not y:
         return None
     return probability_of_improvement(x, y), *improvement_interval(x, y)
@@ -264,11 +283,13 @@ def verdict(name: str, record: Path = RECORD) -> str:
     if not card.paper:
         return "the base"
     base, method = (card.compared or card.variants)[-2:]
-    ours, theirs = ([run.rows for run in kept_runs(v, record)] for v in (method, base))
+    ours, theirs = (kept_runs(v, record) for v in (method, base))
     if min(len(ours), len(theirs)) < LEAST_SEEDS:
         return "not yet measured"
-    sides = {figure: side(above(figure.value, ours, theirs), toward) for figure, toward in card.paper}
-    sides.setdefault(PASS_AT_1, side(above(PASS_AT_1.value, ours, theirs), HIGHER))
+    if above(card.paper[0][0], ours, theirs) is None:
+        return "not yet measured"  # its figure has no comparable runs yet: a speed measured on no machine of the base
+    sides = {figure: side(above(figure, ours, theirs), toward) for figure, toward in card.paper}
+    sides.setdefault(PASS_AT_1, side(above(PASS_AT_1, ours, theirs), HIGHER))
     settled = min(len(ours), len(theirs)) >= SETTLED_AT
     first = sides[card.paper[0][0]]
     if settled and "against" in sides.values():

@@ -203,14 +203,35 @@ def _packages_on(path: tuple[str, ...], mtimes: tuple[int, ...]) -> tuple[tuple[
     return tuple(sorted(found.items()))
 
 
-def cpu_model() -> str:
+def cpu_fields() -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo ({} where there is none)."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        pass
-    return host_platform.processor() or host_platform.machine()
+        return {}
+    fields: dict[str, str] = {}
+    for line in text.split("\n\n", 1)[0].splitlines():
+        name, _, value = line.partition(":")
+        fields[name.strip()] = value.strip()
+    return fields
+
+
+def cpu_model() -> str:
+    return cpu_fields().get("model name") or host_platform.processor() or host_platform.machine()
+
+
+WIDEST_VECTORS = ("avx512f", "avx2", "avx", "sse2")  # the widest names the generation's speed on float32 math
+
+
+def cpu_generation() -> str | None:
+    """The processor's generation: one model name ("AMD EPYC") covers parts years apart whose step times differ
+    twofold, so step times compare only where this agrees (e.g. "family 23 model 1, avx2")."""
+    fields = cpu_fields()
+    if "cpu family" not in fields:
+        return None
+    flags = set(fields.get("flags", "").split())
+    widest = next((name.removesuffix("f") for name in WIDEST_VECTORS if name in flags), "scalar")
+    return f"family {fields['cpu family']} model {fields.get('model', '?')}, {widest}"
 
 
 def gpu_state() -> dict[str, object]:
@@ -246,7 +267,7 @@ def capture_environment(cfg, *, dataset_fingerprint: str, weights_fingerprint: s
         "packages": packages(),
         "torch": torch.__version__,
         "gpu": gpu_state(),
-        "cpu": {"model": cpu_model(), "count": os.cpu_count()},
+        "cpu": {"model": cpu_model(), "generation": cpu_generation(), "count": os.cpu_count()},
         "host": socket.gethostname(),
         "platform": host_platform.platform(),
         "env": {name: os.environ[name] for name in RELEVANT_ENV if name in os.environ},

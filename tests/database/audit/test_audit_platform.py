@@ -235,7 +235,7 @@ def test_the_audit_page_shows_the_record(alice, alice_client):
     page = alice_client.get(f"/audit/runs/{run.id}/").content.decode()
     record = AuditRecord.objects.get(run=run).record
     for shown in (record["initial_weights_sha256"], record["dataset_fingerprint"], record["data_stream"]["sha256"],
-                  record["host"], "torch"):  # fmt: skip
+                  record["host"], "torch", record["cpu"]["generation"]):  # fmt: skip
         assert shown in page
     assert json.loads(alice_client.get(f"/api/runs/{run.id}/audit").content)["record"]["seeds"] == {
         "run": 0,

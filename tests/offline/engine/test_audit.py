@@ -3,6 +3,7 @@
 import json
 import os
 import zipfile
+from pathlib import Path
 
 import pytest
 import yaml
@@ -72,6 +73,20 @@ def test_the_record_holds_what_produced_the_run(tmp_path):
     stream = json.loads((tmp_path / "data_stream.json").read_text())
     assert stream["examples"] == 8 and len(stream["sha256"]) == 64  # 2 steps x 4 prompts
     assert [kind for _, kind in reporter.artifacts] == ["environment", "data-stream"]
+
+
+def test_the_record_names_the_processors_generation_not_only_its_model(monkeypatch):
+    """"AMD EPYC" names parts years apart whose step times differ twofold: the record adds family, model and the
+    widest vector unit, so a card compares speeds only between runs on one generation."""
+    first = Path("/proc/cpuinfo").read_text().split("\n\n", 1)[0]
+    family = next(line.split(":", 1)[1].strip() for line in first.splitlines() if line.startswith("cpu family"))
+    assert repro.cpu_generation().startswith(f"family {family} model ")
+    monkeypatch.setattr(repro, "cpu_fields", lambda: {"cpu family": "25", "model": "17", "flags": "fpu avx2 avx512f"})
+    assert repro.cpu_generation() == "family 25 model 17, avx512"
+    monkeypatch.setattr(repro, "cpu_fields", lambda: {"cpu family": "23", "model": "1", "flags": "fpu avx avx2"})
+    assert repro.cpu_generation() == "family 23 model 1, avx2"
+    monkeypatch.setattr(repro, "cpu_fields", lambda: {})  # no /proc/cpuinfo: the model only, as before
+    assert repro.cpu_generation() is None
 
 
 def test_the_packages_are_read_again_once_a_folder_on_the_path_changes(tmp_path, monkeypatch):

@@ -108,8 +108,13 @@ def test_a_cards_table_is_the_iqm_over_the_kept_bundles_of_each_variant(cards, t
     above = sum((finals[2][0] > f[0]) + 0.5 * (finals[2][0] == f[0]) for f in finals[:2]) / 2
     assert against[2].startswith(f"| dapo | 1 vs 2 | {above:.2f} | ")  # one run: no interval
     low, high = improvement_interval([0.3, 0.4], [0.1, 0.2, 0.35])  # 0.3 beats 2 of 3, 0.4 all 3: P = 5/6
-    assert cards.improvement(lambda rows: rows, [0.3, 0.4], [0.1, 0.2, 0.35]) == f"0.83 [{low:.2f}, {high:.2f}]"
-    assert cards.improvement(lambda rows: rows, [0.3, 0.4], [float("nan")]) == "—"  # the base never shows it
+    figure = cards.Observable("a figure", lambda rows: rows)  # each run's "rows" its figure itself
+
+    def runs(*figures: float) -> list:
+        return [cards.KeptRun(f, "one machine") for f in figures]
+
+    assert cards.improvement(figure, runs(0.3, 0.4), runs(0.1, 0.2, 0.35)) == f"0.83 [{low:.2f}, {high:.2f}]"
+    assert cards.improvement(figure, runs(0.3, 0.4), runs(float("nan"))) == "—"  # the base never shows it
 
 
 def test_a_verdict_says_a_method_helps_or_hurts_only_at_five_seeds_and_level_from_three(cards, tmp_path):
@@ -135,6 +140,35 @@ def test_a_verdict_says_a_method_helps_or_hurts_only_at_five_seeds_and_level_fro
     assert cards.side((0.1, 0.0, 0.3), cards.LOWER) == "toward"
     assert cards.side((0.9, 0.7, 1.0), cards.LOWER) == "against"
     assert cards.side((0.6, 0.3, 0.9), cards.HIGHER) == "level" and cards.side(None, cards.HIGHER) == "level"
+
+
+def test_a_speed_compares_only_runs_on_a_machine_both_sides_ran_on(cards):
+    """Rollout tokens/s is the machine's as much as the method's: a method's runs on a slow processor are read
+    against the base's runs on that processor, not its runs on one twice as fast."""
+
+    def runs(machine: str, *speeds: float) -> list:
+        step = {"step": 1, "completions/mean_length": 20}
+        return [cards.KeptRun([{**step, "throughput/rollout_tokens_per_s": s}], machine) for s in speeds]
+
+    ours = runs("2-core AMD EPYC (family 23 model 1, avx2)", 60, 70)
+    theirs = runs("2-core AMD EPYC (family 25 model 17, avx512)", 100, 110) + runs(ours[0].machine, 50, 55)
+    assert cards.above(cards.TOKENS_PER_S, ours, theirs)[0] == 1.0  # above both runs on its own machine
+    anywhere = cards.Observable("rollout tokens/s", cards.TOKENS_PER_S.value)  # the same figure, not machine-bound
+    assert cards.above(anywhere, ours, theirs)[0] == 0.5
+    assert cards.above(cards.TOKENS_PER_S, ours, theirs[:2]) is None  # no base run on its machine: no comparison
+    assert cards.improvement(cards.TOKENS_PER_S, ours, theirs[:2]) == "—"
+    assert cards.machine({"cpu": {"model": "AMD EPYC", "generation": "family 23 model 1, avx2", "count": 2}}) == (
+        ours[0].machine
+    )
+    assert cards.machine({"gpu": {"devices": ["NVIDIA H200"]}, "cpu": {"model": "x", "count": 16}}) == "NVIDIA H200"
+
+
+def test_a_run_that_masks_no_token_trains_every_one(cards):
+    assert cards.trained_share([{"step": 1, "completions/mean_length": 20}]) == 1.0  # grpo: no such stage
+    steps = [
+        {"step": s, "completions/mean_length": 20, "pipeline/advantage/kept_tokens": k} for s, k in [(1, 0.5), (2, 0.7)]
+    ]
+    assert cards.trained_share(steps) == 0.6
 
 
 def test_every_figure_a_paper_predicts_is_one_its_card_shows(cards):
