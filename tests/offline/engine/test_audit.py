@@ -76,8 +76,8 @@ def test_the_record_holds_what_produced_the_run(tmp_path):
 
 
 def test_the_record_names_the_processors_generation_not_only_its_model(monkeypatch):
-    """"AMD EPYC" names parts years apart whose step times differ twofold: the record adds family, model and the
-    widest vector unit, so a card compares speeds only between runs on one generation."""
+    """The model name "AMD EPYC" names parts years apart whose step times differ twofold: the record adds family,
+    model and the widest vector unit, so a card compares speeds only between runs on one generation."""
     first = Path("/proc/cpuinfo").read_text().split("\n\n", 1)[0]
     family = next(line.split(":", 1)[1].strip() for line in first.splitlines() if line.startswith("cpu family"))
     assert repro.cpu_generation().startswith(f"family {family} model ")
