@@ -9,7 +9,7 @@ import zipfile
 from datetime import timedelta
 
 import pytest
-from django.db import OperationalError, connection
+from django.db import OperationalError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -86,10 +86,12 @@ def test_a_database_blip_as_a_verification_rerun_ends_delays_its_verdict_and_los
 
 def lose(client, run_id: int) -> None:
     """The rerun's worker stops heartbeating on its only attempt (RUN_MAX_ATTEMPTS 1): the monitor declares the
-    run lost."""
-    assert lifecycle.claim(run_id, "host-a") == 1
-    Run.objects.filter(id=run_id).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
-    assert lifecycle.mark_lost_runs() == [run_id]
+    run lost. One transaction: the live stack's lost-run monitor, another process on this database, must not see
+    the stale run before this test's own check takes it."""
+    with transaction.atomic():
+        assert lifecycle.claim(run_id, "host-a") == 1
+        Run.objects.filter(id=run_id).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
+        assert lifecycle.mark_lost_runs() == [run_id]
 
 
 def cancel_before_it_starts(client, run_id: int) -> None:
