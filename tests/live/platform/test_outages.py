@@ -112,6 +112,13 @@ def live(page) -> dict:
     )
 
 
+def event_outline(frame: str) -> str:
+    """A websocket event in a few words: its kind, step, and the steps of policy/loss it carries."""
+    event = json.loads(frame)
+    loss = [point[0] for point in event.get("points", {}).get("policy/loss", [])]
+    return f"{event.get('kind')} step={event.get('step')} state={event.get('state')} loss={loss}"
+
+
 def launch(stack, token, steps=None, time_limit_s=None) -> int:
     schedule = {"steps": steps or 100_000, "save_final": False}
     if time_limit_s:
@@ -129,6 +136,8 @@ def test_a_nan_mid_run_leaves_every_later_point_stored_and_drawn_live(services, 
     hold.write_text("")  # the run waits before its first step until the page watches it
     try:
         run_id = launch(fault_stack, token, steps=8)
+        frames = []  # what the page's websocket received, in order: named when a step is missing from the chart
+        browser_page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: frames.append(payload)))
         browser_page.goto(f"/runs/{run_id}/")
         wait_until(lambda: browser_page.eval_on_selector("#run", "el => Number(el.dataset.socketOpens ?? 0)"), 30,
                    what="the page's websocket")  # fmt: skip
@@ -142,7 +151,7 @@ def test_a_nan_mid_run_leaves_every_later_point_stored_and_drawn_live(services, 
     assert kinds == [(3, "policy/loss", 1), (4, "reward/mean", 2), (5, "policy/loss", 3)]
     wait_until(lambda: live(browser_page)["last"] == 8, 15, what="the last step drawn live")
     seen = live(browser_page)
-    assert seen["lossX"] == list(range(1, 9))  # steps 4..8 after the NaN all arrived
+    assert seen["lossX"] == list(range(1, 9)), [event_outline(frame) for frame in frames]  # 4..8 after the NaN too
     assert seen["lossY"][2] is None and seen["lossY"][4] is None and None not in seen["lossY"][5:]
     assert seen["marks"] == 2
     assert "2 not finite" in browser_page.text_content('.chart[data-key="policy/loss"] .gtitle')
