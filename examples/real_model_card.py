@@ -288,11 +288,11 @@ def verdict(name: str, record: Path = RECORD) -> str:
     ours, theirs = (kept_runs(v, record) for v in (method, base))
     if min(len(ours), len(theirs)) < LEAST_SEEDS:
         return "not yet measured"
-    found = {figure: above(figure, ours, theirs) for figure, _ in card.paper}
+    towards = {PASS_AT_1: HIGHER, **dict(card.paper)}  # pass@1 is read beside the paper's figures, each P once
+    found = {figure: above(figure, ours, theirs) for figure in towards}
     if found[card.paper[0][0]] is None:
         return "not yet measured"  # its figure has no comparable runs yet: a speed measured on no machine of the base
-    sides = {figure: side(found[figure], toward) for figure, toward in card.paper}
-    sides.setdefault(PASS_AT_1, side(above(PASS_AT_1, ours, theirs), HIGHER))
+    sides = {figure: side(found[figure], toward) for figure, toward in towards.items()}
     settled = min(len(ours), len(theirs)) >= SETTLED_AT
     first = sides[card.paper[0][0]]
     if settled and "against" in sides.values():
