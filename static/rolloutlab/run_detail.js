@@ -17,7 +17,7 @@
   const FINAL = ["succeeded", "failed", "cancelled", "lost"];
   const RESUMABLE = ["failed", "cancelled", "lost"];
   const charts = new Map(); // key -> {div, lastStep}
-  const pending = new Map(); // key -> points received for a chart not shown
+  const pending = new Map(); // key -> points received for a chart not shown, or not drawn yet
   let livePoints = 0;
   let socket = null;
   let retry = 500;
@@ -31,7 +31,9 @@
     div.className = "chart";
     div.dataset.key = key;
     document.getElementById(container).appendChild(div);
-    const chart = { div, lastStep: -1, lastValue: 0, nonfinite: 0, markerTrace: 1 };
+    // drawn: false while its series loads; a live point arriving meanwhile waits in `pending` (not drawn on a div
+    // Plotly has not plotted yet, which would throw and lose the rest of that message's points)
+    const chart = { div, lastStep: -1, lastValue: 0, nonfinite: 0, markerTrace: 1, drawn: false };
     charts.set(key, chart);
     const series = await loadSeries(key);
     if (charts.get(key) !== chart) return; // hidden meanwhile
@@ -53,6 +55,7 @@
     }, { displaylogo: false, responsive: true });
     markNonFinite(chart, (series.nonfinite || []).map(([step, kind]) => [step, null, kind]));
     chart.lastStep = series.step.length ? series.step[series.step.length - 1] : -1;
+    chart.drawn = true;
     const early = pending.get(key);
     if (early) { pending.delete(key); addPoints(key, early); }
     if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ resume: resumePoint() }));
@@ -110,7 +113,7 @@
 
   function addPoints(key, points) {
     const chart = charts.get(key);
-    if (!chart) {
+    if (!chart || !chart.drawn) {
       pending.set(key, (pending.get(key) || []).concat(points).slice(-5000));
       return;
     }

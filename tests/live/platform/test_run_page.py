@@ -256,6 +256,32 @@ def test_an_open_run_page_draws_again_the_steps_after_the_checkpoint_a_new_attem
     assert page.evaluate(f"Array.from({line})") == list(range(12))
 
 
+def test_a_chart_ticked_mid_run_keeps_the_points_that_arrive_while_its_series_loads(page, alice, stack):
+    """A live message reaching a chart whose series is still on its way is drawn once the series is, and the
+    message's points for the other charts are drawn at once (none lost to the chart that was not ready)."""
+    run = make_run(alice, state="running", step=20, total_steps=40)
+    write_points(run.id, [(name, s, s / 100, 0.0) for s in range(21) for name in ("reward/mean", "policy/entropy")])
+    log_in(page, "alice", "alice-password")
+    page.goto(f"/runs/{run.id}/")
+    line = "document.querySelector(\".chart[data-key='{}']\")?.data?.[0]?.x"
+    reward, entropy = line.format("reward/mean"), line.format("policy/entropy")
+    opened = "document.getElementById('run').dataset.socketOpens"
+    page.wait_for_function(f"Array.from({reward} || []).length === 21 && {opened}")
+    held = []  # the entropy chart's series request, answered only once the live point has arrived
+    page.route(lambda url: "keys=policy%2Fentropy" in url, lambda route: held.append(route))
+    page.click("details.picker summary")
+    with page.expect_request(lambda request: "keys=policy%2Fentropy" in request.url):
+        page.check("#metric-picker input[value='policy/entropy']")
+    assert len(held) == 1
+    write_points(run.id, [("policy/entropy", 21, 0.3, 0.0), ("reward/mean", 21, 0.3, 0.0)])  # as the worker does:
+    Run.objects.filter(id=run.id).update(step=21)  # committed, then announced
+    announce(run.id, {"kind": "points", "points": {"policy/entropy": [[21, 0.3]], "reward/mean": [[21, 0.3]]}})
+    page.wait_for_function(f"Array.from({reward}).at(-1) === 21")  # the other chart's point, drawn at once
+    held[0].continue_()
+    page.wait_for_function(f"Array.from({entropy} || []).at(-1) === 21")
+    assert page.evaluate(f"Array.from({entropy})") == list(range(22))  # the stored series, then the live point
+
+
 def test_an_open_run_page_follows_a_cancel_and_a_resume_without_a_reload(page, alice, stack):
     """Cancelled: Resume and Delete offered, Cancel not, at once; resumed: the attempts table says from which step."""
     from django.utils import timezone
