@@ -12,7 +12,9 @@ AXIS_LABELS = {"step": "step", "tokens": "rollout tokens", "seconds": "training 
 
 
 def compare_page_context(view: View, runs: list[Run]) -> dict:
-    keys = sorted({k for run in runs[:50] for k in run_keys(run.id)}) or view.metrics
+    # The view's own metrics are always offered, logged yet or not: a page opened while its runs are queued
+    # (only the step-0 evaluation logged) must keep the metrics it asked for, not narrow its permalink to that one.
+    keys = sorted({k for run in runs[:50] for k in run_keys(run.id)} | set(view.metrics))
     unverified = [run for run in runs if run.unverified]
     return {
         "view": view,

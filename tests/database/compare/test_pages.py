@@ -2,6 +2,7 @@
 
 import csv
 import io
+import re
 from html import unescape
 
 import pyarrow.parquet as pq
@@ -36,6 +37,16 @@ def test_the_page_and_its_data(alice_client, two_runs):
     assert [g["label"] for g in data["groups"]] == ["grpo", "gspo"]
     assert data["permalink"].startswith(f"runs={ids}&group=method&metrics=reward/mean&x=tokens")
     assert data["charts"]["reward/mean"]["grpo"]["x"][-1] == 2000.0  # 20 steps x 100 tokens
+
+
+def test_a_page_opened_before_its_runs_log_keeps_the_metrics_it_shows(alice_client, alice):
+    """The picker offers (and ticks) the view's metrics though the runs have logged only their step-0 evaluation:
+    the page writes its picker back into its address, so a metric missing there would vanish from the permalink."""
+    run = make_run(project_of(alice), "grpo", 0, lambda t: 0.0, 100, steps=0)
+    write_points(run.id, [("eval/pass@1", 0, 0.25, 0.0)])
+    page = alice_client.get(f"/compare/?runs={run.id}").content.decode()
+    ticked = re.findall(r'<input type="checkbox" name="metrics" value="([^"]+)" checked', page)
+    assert ticked == ["eval/pass@1", "reward/mean"]
 
 
 def test_a_bad_view_is_a_400_that_names_the_parameter(alice_client, two_runs):
