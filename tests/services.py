@@ -106,9 +106,11 @@ def ensure_services() -> None:
     os.environ.setdefault("SECRET_KEY", "tests-only-secret-0123456789-abcdefghijklmnopqrstuvwxyz")  # 50+, as required
     # this test deployment's bundle signing key (Ed25519, the base64 of 32 bytes): fixed, and for tests only
     os.environ.setdefault("BUNDLE_SIGNING_KEY", TEST_SIGNING_KEY)
-    # fast heartbeats, so that a killed worker's run is declared lost within seconds
+    # fast heartbeats, so that a killed worker's run is declared lost within seconds; the timeout still leaves a
+    # live worker room on a loaded 2-core machine, where a Ray driver joining its cluster was seen to hold its
+    # heartbeat thread off for over 6 s (production waits 30 s)
     os.environ.setdefault("HEARTBEAT_INTERVAL_S", "1")
-    os.environ.setdefault("HEARTBEAT_TIMEOUT_S", "6")
+    os.environ.setdefault("HEARTBEAT_TIMEOUT_S", "15")
     isolate_xdist_worker()
 
 

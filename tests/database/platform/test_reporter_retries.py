@@ -121,8 +121,8 @@ def test_retries_back_off_up_to_the_cap_and_give_up_after_the_limit(settings):
 
 def test_the_monitor_declares_no_run_lost_right_after_a_round_it_could_not_complete(run, settings):
     # As after an outage, no beat got through. The live stack's monitor (another process on this
-    # database, with its own HEARTBEAT_TIMEOUT_S of 6 s) must not take the run first, so this
-    # process's timeout is 1 s and the last beat 2 s old: stale here, fresh there for 4 s more.
+    # database, with its own HEARTBEAT_TIMEOUT_S of 15 s) must not take the run first, so this
+    # process's timeout is 1 s and the last beat 2 s old: stale here, fresh there for 13 s more.
     settings.HEARTBEAT_TIMEOUT_S = 1
     Run.objects.filter(id=run.id).update(heartbeat_at=timezone.now() - timedelta(seconds=2))
     now = [1000.0]

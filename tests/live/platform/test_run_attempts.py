@@ -30,8 +30,8 @@ pytestmark = pytest.mark.django_db(transaction=True)  # the reporter writes from
 @pytest.fixture
 def run(alice, probe_queue, settings):
     # A live stack may be up on this database (make test keeps one per worker): its monitor, another process with
-    # a HEARTBEAT_TIMEOUT_S of 6 s, must not take a run first. Here the timeout is 1 s and a stopped heartbeat 2 s
-    # old: stale for this process's monitor rounds, fresh for that one's for 4 s more.
+    # a HEARTBEAT_TIMEOUT_S of 15 s, must not take a run first. Here the timeout is 1 s and a stopped heartbeat 2 s
+    # old: stale for this process's monitor rounds, fresh for that one's for 13 s more.
     settings.HEARTBEAT_TIMEOUT_S = 1
     config = small_config(schedule={"steps": 300}).model_dump(mode="json")
     run = Run.objects.create(project=project_of(alice), name="r", owner=alice, config=config, config_hash="0" * 64,
