@@ -141,6 +141,28 @@
     select.value = data.view.group;
   }
 
+  // Metrics the runs log after the page was served (a sweep opened while queued) join the picker and the table's
+  // select as they arrive, in name order, unticked: the view changes only when the user ticks one.
+  function drawMetricOptions(data) {
+    const list = form.querySelector(".metric-list");
+    const table = form.elements.table;
+    for (const name of data.metrics) {
+      const boxes = Array.from(list.querySelectorAll("input[name=metrics]"));
+      if (boxes.some((box) => box.value === name)) continue;
+      const label = document.createElement("label");
+      const box = document.createElement("input");
+      box.type = "checkbox";
+      box.name = "metrics";
+      box.value = name;
+      label.append(box, " " + name);
+      const after = boxes.find((other) => other.value > name);
+      list.insertBefore(label, after ? after.closest("label") : null);
+      const option = document.createElement("option");
+      option.textContent = name;
+      table.insertBefore(option, Array.from(table.options).find((other) => other.value > name) || null);
+    }
+  }
+
   function drawDiff(data) {
     const table = document.getElementById("config-diff");
     const labels = data.groups.map((g) => g.label);
@@ -197,6 +219,7 @@
     status.className = "meta";
     status.textContent = data.live ? "Some runs are still running: this page updates itself." : "";
     drawGroupOptions(data);
+    drawMetricOptions(data);
     const band = form.elements.band;
     document.getElementById("band-name").textContent = band.options[band.selectedIndex].textContent;
     drawRuns(data);

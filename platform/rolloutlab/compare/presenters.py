@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 from rolloutlab.compare.permalink import X_AXES, View
-from rolloutlab.compare.service import group_options, varying_knobs
+from rolloutlab.compare.service import group_options, offered_metrics, varying_knobs
 from rolloutlab.compare.stats import BANDS, DEFAULT_BAND
-from rolloutlab.metrics.series import run_keys
 from rolloutlab.runs.models import Run
 
 AXIS_LABELS = {"step": "step", "tokens": "rollout tokens", "seconds": "training seconds"}
 
 
 def compare_page_context(view: View, runs: list[Run]) -> dict:
-    # The view's own metrics are always offered, logged yet or not: a page opened while its runs are queued
-    # (only the step-0 evaluation logged) must keep the metrics it asked for, not narrow its permalink to that one.
-    keys = sorted({k for run in runs[:50] for k in run_keys(run.id)} | set(view.metrics))
+    keys = offered_metrics(view, runs)
     unverified = [run for run in runs if run.unverified]
     return {
         "view": view,

@@ -23,7 +23,7 @@ from django.db.models import Count, Q, QuerySet
 
 from rolloutlab.compare import stats
 from rolloutlab.compare.permalink import X_AXES, BadView, View
-from rolloutlab.metrics.series import first_reaching, read_many, values_at
+from rolloutlab.metrics.series import first_reaching, metric_names, read_many, values_at
 from rolloutlab.runs.access import get_experiment_for_user, get_runs_for_user, visible_experiments
 from rolloutlab.runs.models import Experiment, Project, Run, State
 from workers import metrics  # not `as metric`: the functions here name a metric `metric`
@@ -352,6 +352,16 @@ def config_diff(groups: dict[str, list[Run]]) -> list[dict]:
     return rows
 
 
+PICKER_RUNS = 50  # the runs whose metrics the picker offers: a sweep's runs log the same ones
+
+
+def offered_metrics(view: View, runs: list[Run]) -> list[str]:
+    """The metric picker's choices: what the runs have logged, and the view's own metrics, logged yet or not (a page
+    opened while its runs are queued must keep the metrics it asked for, not narrow its permalink to the step-0
+    evaluation). The page adds those that arrive later as it refreshes."""
+    return sorted(metric_names([run.id for run in runs[:PICKER_RUNS]]) | set(view.metrics))
+
+
 def build_comparison(view: View, user) -> dict:
     runs = select_runs(view, user)
     groups = group_runs(runs, view.group)
@@ -391,6 +401,7 @@ def build_comparison(view: View, user) -> dict:
             for label, members in groups.items()
         ],
         "group_options": group_options(knobs),
+        "metrics": offered_metrics(view, runs),
         "charts": charts(view, groups, series),
         "parallel": parallel_coordinates(view, runs, knobs),
         "table": final_table(view, groups),

@@ -37,6 +37,12 @@ def run_keys(run_id: int) -> list[str]:
     return sorted(MetricKey.objects.filter(id__in=key_ids).values_list("name", flat=True))
 
 
+def metric_names(run_ids: list[int]) -> set[str]:
+    """The metrics that any of these runs has logged, in one query (a compare page's picker, refreshed live)."""
+    key_ids = MetricBucket.objects.filter(run_id__in=run_ids).values_list("key_id", flat=True).distinct()
+    return set(MetricKey.objects.filter(id__in=key_ids).values_list("name", flat=True))
+
+
 def read_series(run_id: int, names: list[str], max_points: int = 1000) -> dict[str, dict]:
     ids = dict(MetricKey.objects.filter(name__in=names).values_list("name", "id"))
     return {name: read_one(run_id, ids[name], max_points) for name in names if name in ids}

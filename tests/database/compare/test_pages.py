@@ -47,6 +47,10 @@ def test_a_page_opened_before_its_runs_log_keeps_the_metrics_it_shows(alice_clie
     page = alice_client.get(f"/compare/?runs={run.id}").content.decode()
     ticked = re.findall(r'<input type="checkbox" name="metrics" value="([^"]+)" checked', page)
     assert ticked == ["eval/pass@1", "reward/mean"]
+    assert alice_client.get(f"/api/compare?runs={run.id}").json()["metrics"] == ["eval/pass@1", "reward/mean"]
+    write_points(run.id, [("completions/mean_length", 1, 21.0, 0.0)])  # the page's next refresh offers it
+    offered = alice_client.get(f"/api/compare?runs={run.id}").json()["metrics"]
+    assert offered == ["completions/mean_length", "eval/pass@1", "reward/mean"]
 
 
 def test_a_bad_view_is_a_400_that_names_the_parameter(alice_client, two_runs):

@@ -184,3 +184,32 @@ def test_a_config_string_is_drawn_as_its_text_in_the_legend_never_as_a_link(page
     legend = page.eval_on_selector_all("#charts .legendtext", "ts => ts.map(t => t.textContent)")
     assert f"prompt.system={link} (1)" in legend and "prompt.system=Be brief. (1)" in legend
     assert page.locator("#charts .legend a").count() == 0  # no link drawn, nothing to click
+
+
+def test_metrics_a_running_run_logs_after_the_page_opened_join_the_picker_without_a_reload(page, alice, stack):
+    from rolloutlab.metrics.ingest import write_points
+    from tests.conftest import project_of
+    from tests.database.compare.test_comparison import make_run
+
+    run = make_run(project_of(alice), "grpo", 0, lambda t: 0.0, 100, steps=0)
+    Run.objects.filter(id=run.id).update(state="running")  # the page refreshes itself while a run runs
+    write_points(run.id, [("eval/pass@1", 0, 0.25, 0.0)])
+    log_in(page, "alice", "alice-password")
+    page.goto(f"/compare/?runs={run.id}")
+    wait_for_update(page, 0)
+    offered = "els => els.map(e => [e.value, e.checked])"
+    assert page.eval_on_selector_all("input[name=metrics]", offered) == [["eval/pass@1", True], ["reward/mean", True]]
+
+    write_points(run.id, [("completions/mean_length", 1, 21.0, 0.0), ("reward/mean", 1, 0.5, 0.0)])
+    page.wait_for_selector("input[name=metrics][value='completions/mean_length']", state="attached", timeout=15_000)
+    assert page.eval_on_selector_all("input[name=metrics]", offered) == [
+        ["completions/mean_length", False], ["eval/pass@1", True], ["reward/mean", True]]  # fmt: skip
+    options = page.eval_on_selector_all("select[name=table] option", "os => os.map(o => o.value)")
+    assert options == ["completions/mean_length", "eval/pass@1", "reward/mean"]
+    assert "completions/mean_length" not in page.url  # the view changes only when the user picks it
+
+    page.click("summary:has-text('Metrics')")
+    page.check("input[name=metrics][value='completions/mean_length']")
+    page.wait_for_selector('#charts [data-metric="completions/mean_length"]', timeout=15_000)
+    assert "metrics=completions/mean_length,eval/pass@1,reward/mean" in page.url
+    Run.objects.filter(id=run.id).update(state="succeeded")
