@@ -60,13 +60,14 @@ class Phase:
         self.shown = False  # whether the state line ever showed this phase
         self.note = ""  # what the state line adds after the count (the training phase: no learning signal)
 
-    def line(self, now: float | None = None) -> str:
-        """ "evaluating: 32/288 completions, about 2 min left": the count, and once it has a rate, the time left."""
+    def line(self, now: float | None = None, ended: bool = False) -> str:
+        """ "evaluating: 32/288 completions, about 2 min left": the count, and once it has a rate, the time left
+        (none once it ended: a training phase that a token budget ends at step 26 of 200 has nothing left)."""
         if self.total is None:
             return self.name
         text = f"{self.name}: {self.done}/{self.total} {self.unit}".rstrip()
         elapsed = (time.monotonic() if now is None else now) - self.started
-        if 0 < self.done < self.total and elapsed >= ETA_AFTER_S:
+        if 0 < self.done < self.total and elapsed >= ETA_AFTER_S and not ended:
             text += f", about {duration(elapsed / self.done * (self.total - self.done))} left"
         return f"{text}; {self.note}" if self.note else text
 
@@ -121,7 +122,7 @@ class Tracker:
         now = self.clock()
         took = now - phase.started
         if took >= LOG_AFTER_S:
-            self.reporter.log(f"{phase.line(now)} in {took:.1f} s")
+            self.reporter.log(f"{phase.line(now, ended=True)} in {took:.1f} s")
         if self.phases:  # back to the enclosing phase's line, at once if this one replaced it on screen
             self.show(self.phases[-1], force=phase.shown)
 

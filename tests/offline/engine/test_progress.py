@@ -88,6 +88,20 @@ def test_a_long_phase_logs_its_line_every_ten_seconds_and_once_it_ends():
     assert reporter.lines == [*counts, "loading the dataset: 30/30 files in 30.0 s"]
 
 
+def test_a_phase_that_ends_before_its_total_logs_no_time_left():
+    clock, reporter = Clock(), MemoryReporter()
+    tracker = progress.Tracker(reporter, clock=clock)
+    phase = progress.Phase("training", total=200, unit="steps", log_every_s=None)
+    tracker.enter(phase)
+    for _ in range(26):  # a rollout-token budget ends the run at step 26
+        clock.now += 100.0
+        phase.done += 1
+        tracker.show(phase)
+    assert "left" in reporter.states[-1][1]  # while it ran, the state line said the time left
+    tracker.leave(phase)
+    assert reporter.lines == ["training: 26/200 steps in 2600.0 s"]
+
+
 def test_phases_entered_in_a_burst_show_at_once_and_a_flood_of_them_a_few_a_second():
     clock, reporter = Clock(), MemoryReporter()
     tracker = progress.Tracker(reporter, clock=clock)
