@@ -15,9 +15,10 @@ prompts a step so that a step holds about as many samples as the base's.
 Each finished run's bundle is written to docs/methods/real-model/ and counts as done in a later sitting, on this
 machine or another (commit them); a run stopped part way goes on from its last resume checkpoint (every 10 steps).
 
-A run takes 25-55 minutes on a 2-core CPU, as measured so far: 19-50 minutes of steps (a method that decodes fewer
+A run takes 25-75 minutes on a 2-core CPU, as measured so far: 19-60 minutes of steps (a method that decodes fewer
 tokens a step takes more steps to the budget; an AMD EPYC of the Zen 4 generation is about a sixth faster a step
-than the Intel Xeon of family 6 model 207), two evaluations of 2-5 minutes and a minute to load the model. Run one
+than the Intel Xeon of family 6 model 207, and one host of the Zen 3 model took 2.5 times as long a step as
+another), two evaluations of 2-9 minutes and a minute to load the model. Run one
 at a time there (--parallel 1; each uses both cores), and start one only where the sitting has the hour: a
 checkpoint lives under --out, which a later sitting on another machine does not have.
 """
