@@ -17,8 +17,13 @@ SETTINGS = ["schedule.steps=30", "eval.every=10", "resources.threads=1"]  # two 
 OBSERVABLE = "episodes/success"
 METHODS = ["grpo", "gigpo", "hgpo", "salt", "gated-rewards", "spa-rl", "treeps", "trace"]
 VARIANTS = {method: ([f"method={method}", *SETTINGS], OBSERVABLE) for method in METHODS}
-DIAGNOSTICS = ["episodes/success", "episodes/turns_mean", "episodes/well_formed_turns", "counters/rollout_tokens",
-               "pipeline/advantage/turns_in_shared_states"]
+DIAGNOSTICS = [
+    "episodes/success",
+    "episodes/turns_mean",
+    "episodes/well_formed_turns",
+    "counters/rollout_tokens",
+    "pipeline/advantage/turns_in_shared_states",
+]
 
 if __name__ == "__main__":
     main(BASE, VARIANTS, "runs/sweep-agents", DIAGNOSTICS)

@@ -4,7 +4,7 @@ The abstract's claim is accuracy kept or improved with less diversity collapse: 
 read pipeline/advantage/distinct_answers (distinct answers per group; grpo does not write it) over
 the steps of the outcome-explore runs.
 
-python examples/sweep_outcome_explore.py --seeds 5      # 10 runs (the grpo ones are shared with the other method sweeps)
+python examples/sweep_outcome_explore.py --seeds 5  # 10 runs (the grpo ones are shared with the other method sweeps)
 """
 
 from pathlib import Path
