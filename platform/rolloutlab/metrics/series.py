@@ -33,8 +33,7 @@ def scaled_mean(total: str, count: str) -> str:
 
 
 def run_keys(run_id: int) -> list[str]:
-    key_ids = MetricBucket.objects.filter(run_id=run_id).values_list("key_id", flat=True).distinct()
-    return sorted(MetricKey.objects.filter(id__in=key_ids).values_list("name", flat=True))
+    return sorted(metric_names([run_id]))
 
 
 def metric_names(run_ids: list[int]) -> set[str]:
