@@ -23,19 +23,35 @@ def policy():
     return load_policy(cfg, build_task(cfg), torch.device("cpu"))
 
 
-def run(policy, seed=0, group=4, limit=6, **knobs):
+def run(policy, seed=0, group=4, limit=6, examples=(Example("1+2=", "3"), Example("7-5=", "2")), limits=(), **knobs):
     cfg = resolve({"method": "latr", "generate": knobs})
     latr = GENERATORS.get("latr")(cfg)
     ctx = StageContext(policy, HFBackend(policy), torch.Generator().manual_seed(seed), 1.0, 1.0, 0, 1, PromptHistory())
-    examples = [Example("1+2=", "3"), Example("7-5=", "2")]
-    batch = latr(ctx, examples, Budget(prompts=2, group_size=group, max_new_tokens=limit))
-    return latr, batch
+    budget = Budget(prompts=len(examples), group_size=group, max_new_tokens=limit, max_new_tokens_per_prompt=limits)
+    return latr, latr(ctx, list(examples), budget)
 
 
 def test_each_prompt_gets_exactly_g_rows_with_the_policys_logprobs(policy):
     latr, batch = run(policy, branch_threshold=0.02, similarity=1.0, lookahead=1)
     assert batch.group_sizes == [4, 4]
     assert latr.metrics()["pipeline/generate/branches"] > 0
+    for row in range(batch.num_samples):
+        n = int(batch.lengths[row])
+        tokens = batch.tokens[row, :n].tolist()
+        expected = teacher_forced(policy, batch.prompt_ids[int(batch.group_index[row])], tokens)
+        assert torch.allclose(batch.logprobs[row, :n], expected, atol=1e-5)
+
+
+def test_the_cached_tree_decodes_prompts_of_different_lengths_with_the_policys_logprobs(policy):
+    """The KV cache's rows follow the branches: a branch copies its sibling's row at the split, ended and pruned
+    branches leave, and the left padding differs per prompt; every kept token's log-probability is still what the
+    policy gives it over its own prefix (teacher-forced without a cache)."""
+    examples = (Example("1+2=", "3"), Example("17-5+4=", "16"), Example("9=", "9"))
+    latr, batch = run(policy, group=6, limit=10, examples=examples, limits=(4, 10, 7), branch_threshold=0.02)
+    assert batch.group_sizes == [6, 6, 6]
+    assert latr.metrics()["pipeline/generate/branches"] > 0
+    # the random policy never ends a row itself: each group's branches left the cache at their prompt's limit
+    assert [sorted(set(batch.lengths[g * 6 : g * 6 + 6].tolist())) for g in range(3)] == [[4], [10], [7]]
     for row in range(batch.num_samples):
         n = int(batch.lengths[row])
         tokens = batch.tokens[row, :n].tolist()
@@ -56,8 +72,8 @@ def test_a_branch_starts_with_another_token_than_its_sibling(policy):
     pairs = []
     original = latr.step
 
-    def step(ctx, live, prompts, sizes, limits, branches, counts):
-        original(ctx, live, prompts, sizes, limits, branches, counts)
+    def step(ctx, live, logp, sizes, limits, branches, counts):
+        original(ctx, live, logp, sizes, limits, branches, counts)
         pairs.extend((b.tokens[b.split_at], b.sibling.tokens[b.split_at]) for b in branches if b.sibling is not None)
 
     latr.step = step
