@@ -100,8 +100,10 @@ class HFBackend:
         stopped = torch.zeros(rows, dtype=torch.bool, device=device)
         emitted = torch.zeros(rows, dtype=torch.long, device=device)  # tokens each row produced here
         wants_hidden = bool(stop and stop.wants_hidden)
-        # a stop rule reading the hidden state reads every row's, so no row leaves the batch for it
-        batch = ShrinkingBatch(rows, shrinks=not wants_hidden)
+        # a row that left the batch keeps the hidden state of its last token fed, as it keeps its logits: a stop rule
+        # reading every row's state sees an ended row's last, and the rows that prune-while-generating methods cut
+        # stop costing a forward at once (they were decoded to the end before)
+        batch = ShrinkingBatch(rows)
         logits = state.logits  # (N, V): the next token's, for every row (a finished row's stay as they were)
         for t in range(max(int(budget.max()), 0)):
             stopping.checkpoint()  # a long generation obeys a cancel within the token
@@ -131,7 +133,7 @@ class HFBackend:
             )
             state.cache, logits = out.past_key_values, batch.spread(logits, out.logits[:, -1])
             state.next_position = state.next_position + 1
-            state.hidden = out.hidden_states[-1][:, -1] if wants_hidden else None
+            state.hidden = batch.spread_hidden(state.hidden, out.hidden_states[-1][:, -1]) if wants_hidden else None
         if not tokens:  # every row was at its limit already
             empty = torch.zeros(rows, 0, device=device)
             return Generations(empty.long(), empty, empty, budget <= 0, stopped)
@@ -175,16 +177,16 @@ class ShrinkingBatch:
 
     SHRINK_AT = 0.75  # a shrink copies the cache once; each later token then costs less
 
-    def __init__(self, rows: int, shrinks: bool = True):
+    def __init__(self, rows: int):
         self.rows = None  # (R,) the rows of N in the batch, in order; None while it holds all N
-        self.size, self.shrinks = rows, shrinks
+        self.size, self.total = rows, rows
 
     def shrink(self, state: DecodeState, finished: torch.Tensor) -> bool:
         """Drop the ended rows from the batch when enough have ended; whether every row has."""
         going = int((~finished).sum())
         if going == 0:
             return True
-        if self.shrinks and going <= self.SHRINK_AT * self.size:
+        if going <= self.SHRINK_AT * self.size:
             in_batch = finished if self.rows is None else finished[self.rows]
             keep = (~in_batch).nonzero().flatten()  # (R',) positions in the present batch
             state.cache.batch_select_indices(keep)
@@ -202,6 +204,12 @@ class ShrinkingBatch:
         if self.rows is None:
             return batch_rows
         return every_row.index_copy(0, self.rows, batch_rows.to(every_row.dtype))
+
+    def spread_hidden(self, every_row: torch.Tensor | None, batch_rows: torch.Tensor) -> torch.Tensor:
+        """(N, C) hidden states: `spread`, where a row that left the batch before any state was computed has NaN."""
+        if every_row is None and self.rows is not None:
+            every_row = batch_rows.new_full((self.total, batch_rows.shape[-1]), float("nan"))
+        return self.spread(every_row, batch_rows)
 
 
 def len_of(prefixes, rows: int) -> torch.Tensor:

@@ -133,3 +133,27 @@ def hidden_at_check(trainer, batch, row: int, check_at: int) -> torch.Tensor:
     ids = torch.tensor([prompt + batch.tokens[row, : check_at - 1].tolist()])
     out = trainer.policy.model(input_ids=ids, output_hidden_states=True)
     return out.hidden_states[-1][0, -1].float()
+
+
+def test_a_row_that_ended_before_its_check_has_no_state_and_the_rest_have_their_own():
+    """Rows shorter than `check_at` were never checked: their state is NaN, so the head takes no pair from them
+    (the state read at the check would be of an earlier token). The rows that reached it keep the policy's."""
+    cfg = small_config(method="arrol", rollout={"max_new_tokens": 6}, generate={"check_at": 3}, schedule={"steps": 2})
+    trainer = Trainer(cfg, MemoryReporter())
+    seen = {"short": 0, "checked": 0}
+    observe = trainer.stages.generate.observe
+
+    def observe_and_check(batch):
+        states, lengths = batch.attached[HIDDEN_AT_CHECK], batch.lengths
+        for row in range(batch.num_samples):
+            if lengths[row] < 3:
+                assert torch.isnan(states[row]).all(), row
+                seen["short"] += 1
+            else:
+                assert torch.allclose(states[row], hidden_at_check(trainer, batch, row, 3), atol=1e-4), row
+                seen["checked"] += 1
+        observe(batch)
+
+    trainer.stages.generate.observe = observe_and_check
+    assert trainer.run() == "succeeded"
+    assert seen["short"] > 0 and seen["checked"] > 0, seen

@@ -117,16 +117,34 @@ def test_ended_rows_leave_the_batch_and_every_row_keeps_the_tokens_of_decoding_t
     assert torch.equal(shrunk.truncated, whole.truncated)
 
 
-def test_no_row_leaves_the_batch_for_a_stop_rule_that_reads_every_rows_hidden_state(policy, monkeypatch):
-    seen = []
+def test_rows_leave_the_batch_under_a_stop_rule_that_reads_hidden_states_and_it_sees_every_rows_state(
+    policy, monkeypatch
+):
+    """A stop rule reading the hidden state (arrol's head) gets one state per row, as when every row decodes to the
+    end, while the rows that ended leave the batch: the rows still going have the states of decoding them all."""
 
-    def keep_all(partial):
-        seen.append(partial.hidden.shape[0])
-        return torch.zeros_like(partial.finished)
+    def generate():
+        seen = []
+
+        def keep_all(partial):
+            seen.append((partial.hidden.clone(), partial.finished.clone()))
+            return torch.zeros_like(partial.finished)
+
+        rule = StopRule(abort=keep_all, every=2, wants_hidden=True)
+        out = HFBackend(policy).generate(
+            encoded(policy), 8, SamplingParams(24, 1.0), torch.Generator().manual_seed(3), limits=[24, 6, 16], stop=rule
+        )
+        return out, seen
 
     fed = rows_fed(policy, monkeypatch)
-    rule = StopRule(abort=keep_all, every=2, wants_hidden=True)
-    HFBackend(policy).generate(
-        encoded(policy), 8, SamplingParams(24, 1.0), torch.Generator().manual_seed(3), limits=[24, 6, 16], stop=rule
-    )
-    assert set(fed[1:]) == {24} and set(seen) == {24}
+    shrunk, seen_shrunk = generate()
+    shrunk_fed, fed[:] = list(fed), []
+    monkeypatch.setattr(ShrinkingBatch, "SHRINK_AT", 0.0)  # never: every row decodes to the end
+    whole, seen_whole = generate()
+    assert min(shrunk_fed[1:]) < 24 and set(fed[1:]) == {24}
+    assert torch.equal(shrunk.tokens, whole.tokens) and len(seen_shrunk) == len(seen_whole) > 2
+    for (states, finished), (states_whole, _) in zip(seen_shrunk, seen_whole):
+        assert states.shape == states_whole.shape and states.shape[0] == 24
+        going = ~finished
+        torch.testing.assert_close(states[going], states_whole[going], atol=1e-4, rtol=0)
+    assert not seen_shrunk[-1][1].all() and seen_shrunk[-1][1].any()  # the last check saw rows ended and going

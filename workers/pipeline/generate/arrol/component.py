@@ -105,9 +105,11 @@ class OnlineRolloutPruning(GenerateStage):
                 for i in sorted(self.rng.choice(started[g], size=size, replace=False).tolist())
             ]
             states = torch.full((len(survivors), ctx.policy.model.config.hidden_size), math.nan)
-        else:
-            states = decision["hidden"][survivors]  # (survivors, C)
         full = decoded_batch(ctx, examples, started, prompt_ids, out)
+        if "hidden" in decision:
+            states = decision["hidden"][survivors]  # (survivors, C)
+            # a row that ended before its check was not checked: the state read there is of an earlier token
+            states[full.lengths[survivors].cpu() < self.check_at] = math.nan
         batch = full.take_rows(survivors, full.examples, list(keep), full.prompt_ids)
         batch.attached[HIDDEN_AT_CHECK] = states
         batch.decoded_tokens = float(full.lengths.sum())  # the pruned rollouts' tokens were decoded too
