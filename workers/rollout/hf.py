@@ -122,17 +122,8 @@ class HFBackend:
                 finished |= cut
             if batch.shrink(state, finished):
                 break  # every row has ended
-            state.attention = torch.cat([state.attention, torch.ones_like(state.attention[:, :1])], dim=-1)
-            out = model(
-                input_ids=batch.of(token)[:, None],
-                attention_mask=state.attention,
-                position_ids=state.next_position,
-                past_key_values=state.cache,
-                use_cache=True,
-                output_hidden_states=wants_hidden,
-            )
-            state.cache, logits = out.past_key_values, batch.spread(logits, out.logits[:, -1])
-            state.next_position = state.next_position + 1
+            out = state.feed(model, batch.of(token), wants_hidden)
+            logits = batch.spread(logits, out.logits[:, -1])
             state.hidden = batch.spread_hidden(state.hidden, out.hidden_states[-1][:, -1]) if wants_hidden else None
         if not tokens:  # every row was at its limit already
             empty = torch.zeros(rows, 0, device=device)
@@ -165,6 +156,25 @@ class DecodeState:
     next_position: torch.Tensor  # (N, 1)
     hidden: torch.Tensor | None  # (N, C) last layer at the latest token, when a stop rule asks
 
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep these rows (R',) of the batch, in this order, a row given twice copied: cache, attention, positions."""
+        self.cache.batch_select_indices(rows)
+        self.attention, self.next_position = self.attention[rows], self.next_position[rows]
+
+    def feed(self, model, tokens: torch.Tensor, wants_hidden: bool = False):
+        """One forward of each row's next token (R,) through the cache, which it extends; the model's output."""
+        self.attention = torch.cat([self.attention, torch.ones_like(self.attention[:, :1])], dim=-1)  # (R, L + t + 1)
+        out = model(
+            input_ids=tokens[:, None],
+            attention_mask=self.attention,
+            position_ids=self.next_position,
+            past_key_values=self.cache,
+            use_cache=True,
+            output_hidden_states=wants_hidden,
+        )
+        self.cache, self.next_position = out.past_key_values, self.next_position + 1
+        return out
+
 
 class ShrinkingBatch:
     """Which of a generation's N rows are still in the decoding batch (and its KV cache).
@@ -189,8 +199,7 @@ class ShrinkingBatch:
         if going <= self.SHRINK_AT * self.size:
             in_batch = finished if self.rows is None else finished[self.rows]
             keep = (~in_batch).nonzero().flatten()  # (R',) positions in the present batch
-            state.cache.batch_select_indices(keep)
-            state.attention, state.next_position = state.attention[keep], state.next_position[keep]
+            state.select(keep)
             self.rows = keep if self.rows is None else self.rows[keep]
             self.size = going
         return False

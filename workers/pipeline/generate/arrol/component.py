@@ -97,6 +97,7 @@ class OnlineRolloutPruning(GenerateStage):
             limits=budget.limits(len(examples)),
             stop=StopRule(abort=prune, every=self.check_at, wants_hidden=True),
         )
+        full = decoded_batch(ctx, examples, started, prompt_ids, out)
         survivors = decision.get("survivors")
         if survivors is None:  # every rollout ended before the check: keep a random `size` of each group
             survivors = [
@@ -105,8 +106,7 @@ class OnlineRolloutPruning(GenerateStage):
                 for i in sorted(self.rng.choice(started[g], size=size, replace=False).tolist())
             ]
             states = torch.full((len(survivors), ctx.policy.model.config.hidden_size), math.nan)
-        full = decoded_batch(ctx, examples, started, prompt_ids, out)
-        if "hidden" in decision:
+        else:
             states = decision["hidden"][survivors]  # (survivors, C)
             # a row that ended before its check was not checked: the state read there is of an earlier token
             states[full.lengths[survivors].cpu() < self.check_at] = math.nan

@@ -37,7 +37,7 @@ from workers.pipeline.generate.base import decoded_batch, sample_groups
 from workers.pipeline.generate.latr import LATRKnobs
 from workers.pipeline.stages import Budget, GenerateStage, StageContext
 from workers.rollout import Generations
-from workers.rollout.hf import left_pad, restrict
+from workers.rollout.hf import DecodeState, HFBackend, restrict
 from workers.tasks import Example
 
 
@@ -198,50 +198,34 @@ class TreeCache:
     `next_token_logprobs` is called, except on the first call, which prefills the prompts. A
     branch split off since the last call has no row yet: it takes a copy of its sibling's, which
     holds the prefix both share (the split happens before either branch's new token is fed).
+    The prefill and each token's forward are the hf sampler's (HFBackend.prefill, DecodeState).
     """
 
     def __init__(self, ctx, prompts: list[list[int]]):
         self.ctx, self.prompts = ctx, prompts
         self.rows: dict[int, int] = {}  # id(branch) -> its row in the cache, for the branches fed last call
         self.fed: list[Branch] = []  # those branches, held so that no new branch can reuse a pruned one's id
-        self.cache, self.attention, self.next_position = None, None, None  # None until the first call
+        self.state: DecodeState | None = None  # None until the first call
 
     def next_token_logprobs(self, live: list[Branch]) -> torch.Tensor:
         """(R, V) log pi(next token | branch) at the sampling temperature, R = len(live)."""
         with self.ctx.policy.computing():
-            logits = self.prefill(live) if self.cache is None else self.feed(live)
+            logits = self.prefill(live) if self.state is None else self.feed(live)
         self.fed, self.rows = live, {id(b): r for r, b in enumerate(live)}
         return torch.log_softmax(logits.float() / self.ctx.temperature, dim=-1)
 
     def prefill(self, live: list[Branch]) -> torch.Tensor:
         """The roots' prompts in one left-padded forward (a root has no token of its own yet)."""
-        policy = self.ctx.policy
-        input_ids, self.attention = left_pad([self.prompts[b.group] for b in live], policy.pad_id, policy.device)
-        positions = (self.attention.cumsum(-1) - 1).clamp(min=0)  # (R, L)
-        out = policy.model(
-            input_ids=input_ids, attention_mask=self.attention, position_ids=positions, use_cache=True, logits_to_keep=1
-        )
-        self.cache, self.next_position = out.past_key_values, positions[:, -1:] + 1
-        return out.logits[:, -1]
+        out, attention, positions = HFBackend(self.ctx.policy).prefill([self.prompts[b.group] for b in live])
+        self.state = DecodeState(out.past_key_values, out.logits[:, -1], attention, positions[:, -1:] + 1, None)
+        return self.state.logits
 
     def feed(self, live: list[Branch]) -> torch.Tensor:
         """Realign the cache to the live branches (new ones copy their sibling's row), then feed each its latest."""
-        device = self.attention.device
-        source = torch.tensor([self.row_of(b) for b in live], device=device)  # (R,) rows of the last call
-        self.cache.batch_select_indices(source)
-        ones = torch.ones(len(live), 1, dtype=self.attention.dtype, device=device)
-        self.attention = torch.cat([self.attention[source], ones], dim=-1)  # (R, L + t)
-        positions = self.next_position[source]  # (R, 1)
-        latest = torch.tensor([[b.tokens[-1]] for b in live], device=device)  # (R, 1)
-        out = self.ctx.policy.model(
-            input_ids=latest,
-            attention_mask=self.attention,
-            position_ids=positions,
-            past_key_values=self.cache,
-            use_cache=True,
-        )
-        self.cache, self.next_position = out.past_key_values, positions + 1
-        return out.logits[:, -1]
+        device = self.state.attention.device
+        self.state.select(torch.tensor([self.row_of(b) for b in live], device=device))  # (R,) rows of the last call
+        latest = torch.tensor([b.tokens[-1] for b in live], device=device)  # (R,)
+        return self.state.feed(self.ctx.policy.model, latest).logits[:, -1]
 
     def row_of(self, b: Branch) -> int:
         if id(b) in self.rows:
