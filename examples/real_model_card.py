@@ -132,6 +132,7 @@ ABORTED = Observable("rows aborted per step", step_mean("pipeline/control/aborte
 TRAINED = Observable("share of tokens trained", trained_share)
 EXTRAS = Observable("extra rollouts per step", step_mean("pipeline/control/extra_rollouts"), 1)
 BRANCHES = Observable("tree branches per step", step_mean("pipeline/generate/branches"), 1)
+DISTINCT = Observable("distinct completions per group", step_mean("groups/distinct_completions"))
 PER_SCORED = Observable("tokens decoded per scored rollout", decoded_per_scored, 1)
 HEAD = Observable("quality head's accuracy", step_mean("pipeline/generate/head_accuracy"))
 SHORTER = ((LENGTH, LOWER), (PER_CORRECT, LOWER))  # the length methods' claim
@@ -162,8 +163,10 @@ CARDS = {
                     plotted=("groups/frac_zero_std",), compared=("grpo G=3", "mc-grpo G=2")),
     "dars": Card((BASE, "dars"), (UNSOLVED, EXTRAS, PER_STEP), paper=((UNSOLVED, HIGHER),),
                  plotted=("eval/pass@k/unsolved_at_start",)),
-    "latr": Card((BASE, "latr"), (UNSOLVED, BRANCHES, PER_STEP), paper=((UNSOLVED, HIGHER),),
-                 plotted=("eval/pass@k/unsolved_at_start",)),
+    # latr's pass@k claim rests on more diverse groups (fewer that agree and carry no gradient): both beside it
+    "latr": Card((BASE, "latr"), (UNSOLVED, DISTINCT, ZERO_STD, BRANCHES, PER_STEP),
+                 paper=((UNSOLVED, HIGHER), (DISTINCT, HIGHER)),
+                 plotted=("eval/pass@k/unsolved_at_start", "groups/distinct_completions")),
     "arrol": Card((BASE, "arrol"), (PER_SCORED, HEAD, LENGTH), paper=((PER_SCORED, LOWER),),
                   plotted=("pipeline/generate/head_accuracy", "completions/mean_length")),
 }  # fmt: skip
