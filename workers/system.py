@@ -26,10 +26,15 @@ class SystemSampler:
         self.device, self.process = device, psutil.Process()
         self.last_cpu, self.last_wall = self.cpu_seconds(), time.monotonic()
 
-    def cpu_seconds(self) -> float:
-        """CPU seconds of the process and its children so far (user and system)."""
-        t = self.process.cpu_times()
-        return t.user + t.system + t.children_user + t.children_system
+    @staticmethod
+    def cpu_seconds() -> float:
+        """CPU seconds of the process (all its threads) and its reaped children so far, user and system.
+
+        The process's own time comes from the kernel's per-process clock (nanoseconds), not /proc's clock ticks:
+        a step of the tiny testbed can take less than a tick (10 ms), and a tick-counted figure then reads 0.
+        """
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return time.process_time() + children.ru_utime + children.ru_stime
 
     def sample(self) -> dict[str, float]:
         now, cpu = time.monotonic(), self.cpu_seconds()
