@@ -262,16 +262,22 @@ def improvement(figure: Observable, ours: list[KeptRun], theirs: list[KeptRun]) 
 
 def above(figure: Observable, ours: list[KeptRun], theirs: list[KeptRun]) -> tuple[float, float, float] | None:
     """P(a run of ours has the higher figure than a run of theirs), with its 95% bootstrap interval (nan with one
-    run a side); None where either side never shows the figure. A speed is read only off the runs of machines both
-    sides ran on: a run on a twice faster processor would otherwise win by its machine."""
-    if figure.machine_bound:
-        shared = {run.machine for run in ours} & {run.machine for run in theirs}
-        ours, theirs = ([run for run in side if run.machine in shared] for side in (ours, theirs))
+    run a side); None where either side never shows the figure."""
+    ours, theirs = comparable(figure, ours, theirs)
     x = [v for v in (figure.value(run.rows) for run in ours) if np.isfinite(v)]
     y = [v for v in (figure.value(run.rows) for run in theirs) if np.isfinite(v)]
     if not x or not y:
         return None
     return probability_of_improvement(x, y), *improvement_interval(x, y)
+
+
+def comparable(figure: Observable, ours: list[KeptRun], theirs: list[KeptRun]) -> tuple[list[KeptRun], list[KeptRun]]:
+    """The runs a figure is read off: every run, but for a speed only those of machines both sides ran on (a run on a
+    twice faster processor would otherwise win by its machine)."""
+    if not figure.machine_bound:
+        return ours, theirs
+    shared = {run.machine for run in ours} & {run.machine for run in theirs}
+    return [run for run in ours if run.machine in shared], [run for run in theirs if run.machine in shared]
 
 
 LEAST_SEEDS = 3  # seeds a side before a card has a verdict at all
@@ -288,15 +294,21 @@ def verdict(name: str, record: Path = RECORD) -> str:
     if not card.paper:
         return "the base"
     base, method = (card.compared or card.variants)[-2:]
-    ours, theirs = (kept_runs(v, record) for v in (method, base))
-    if min(len(ours), len(theirs)) < LEAST_SEEDS:
-        return "not yet measured"
+    return reading(card, kept_runs(method, record), kept_runs(base, record))
+
+
+def reading(card: Card, ours: list[KeptRun], theirs: list[KeptRun]) -> str:
+    """`verdict` off the method's runs and the base's. Seeds are counted per figure, over the runs it compares: a speed
+    measured on one machine kind both sides ran on counts only the runs of that kind."""
     towards = {PASS_AT_1: HIGHER, **dict(card.paper)}  # pass@1 is read beside the paper's figures, each P once
+    seeds = min(min(map(len, comparable(figure, ours, theirs))) for figure in towards)
+    if seeds < LEAST_SEEDS:
+        return "not yet measured"
     found = {figure: above(figure, ours, theirs) for figure in towards}
     if found[card.paper[0][0]] is None:
-        return "not yet measured"  # its figure has no comparable runs yet: a speed measured on no machine of the base
+        return "not yet measured"  # its figure has no values yet
     sides = {figure: side(found[figure], toward) for figure, toward in towards.items()}
-    settled = min(len(ours), len(theirs)) >= SETTLED_AT
+    settled = seeds >= SETTLED_AT
     first = sides[card.paper[0][0]]
     if settled and "against" in sides.values():
         return "not shown"

@@ -163,6 +163,27 @@ def test_a_speed_compares_only_runs_on_a_machine_both_sides_ran_on(cards):
     assert cards.machine({"gpu": {"devices": ["NVIDIA H200"]}, "cpu": {"model": "x", "count": 16}}) == "NVIDIA H200"
 
 
+def test_a_speeds_verdict_counts_the_seeds_of_the_machines_both_sides_ran_on(cards):
+    """april's figure is rollout tokens/s: five base runs on another processor and one on april's do not make three
+    seeds a side, so three april runs level with that one base run are no verdict yet; three base runs on april's
+    machine are."""
+
+    def runs(machine: str, *speeds: float) -> list:
+        step = {"step": 1, "completions/mean_length": 20}
+        evaluation = {"step": 2, "eval/pass@1": 0.2}
+        return [cards.KeptRun([{**step, "throughput/rollout_tokens_per_s": s}, evaluation], machine) for s in speeds]
+
+    here, elsewhere = (
+        "2-core Intel(R) Xeon(R) Processor (family 6 model 167, avx512)",
+        "2-core AMD EPYC (family 25 model 1, avx2)",
+    )
+    april = runs(here, 50, 52, 54)
+    assert cards.reading(cards.CARDS["april"], april, runs(elsewhere, 30, 31, 32, 33, 34) + runs(here, 52)) == (
+        "not yet measured"
+    )
+    assert cards.reading(cards.CARDS["april"], april, runs(elsewhere, 30, 31) + runs(here, 51, 52, 53)) == "level"
+
+
 def test_a_run_that_masks_no_token_trains_every_one(cards):
     assert cards.trained_share([{"step": 1, "completions/mean_length": 20}]) == 1.0  # grpo: no such stage
     steps = [
