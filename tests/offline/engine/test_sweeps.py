@@ -142,16 +142,20 @@ def test_a_verdict_says_a_method_helps_or_hurts_only_at_five_seeds_and_level_fro
     assert cards.side((0.6, 0.3, 0.9), cards.HIGHER) == "level" and cards.side(None, cards.HIGHER) == "level"
 
 
+def speed_runs(cards, machine: str, *speeds: float) -> list:
+    """One-step runs on a machine, each at its rollout tokens/s, all at the same greedy pass@1."""
+    step = {"step": 1, "completions/mean_length": 20}
+    evaluation = {"step": 2, "eval/pass@1": 0.2}
+    return [cards.KeptRun([{**step, "throughput/rollout_tokens_per_s": s}, evaluation], machine) for s in speeds]
+
+
 def test_a_speed_compares_only_runs_on_a_machine_both_sides_ran_on(cards):
     """Rollout tokens/s is the machine's as much as the method's: a method's runs on a slow processor are read
     against the base's runs on that processor, not its runs on one twice as fast."""
-
-    def runs(machine: str, *speeds: float) -> list:
-        step = {"step": 1, "completions/mean_length": 20}
-        return [cards.KeptRun([{**step, "throughput/rollout_tokens_per_s": s}], machine) for s in speeds]
-
-    ours = runs("2-core AMD EPYC (family 23 model 1, avx2)", 60, 70)
-    theirs = runs("2-core AMD EPYC (family 25 model 17, avx512)", 100, 110) + runs(ours[0].machine, 50, 55)
+    ours = speed_runs(cards, "2-core AMD EPYC (family 23 model 1, avx2)", 60, 70)
+    theirs = speed_runs(cards, "2-core AMD EPYC (family 25 model 17, avx512)", 100, 110) + speed_runs(
+        cards, ours[0].machine, 50, 55
+    )
     assert cards.above(cards.TOKENS_PER_S, ours, theirs)[0] == 1.0  # above both runs on its own machine
     anywhere = cards.Observable("rollout tokens/s", cards.TOKENS_PER_S.value)  # the same figure, not machine-bound
     assert cards.above(anywhere, ours, theirs)[0] == 0.5
@@ -167,21 +171,20 @@ def test_a_speeds_verdict_counts_the_seeds_of_the_machines_both_sides_ran_on(car
     """april's figure is rollout tokens/s: five base runs on another processor and one on april's do not make three
     seeds a side, so three april runs level with that one base run are no verdict yet; three base runs on april's
     machine are."""
-
-    def runs(machine: str, *speeds: float) -> list:
-        step = {"step": 1, "completions/mean_length": 20}
-        evaluation = {"step": 2, "eval/pass@1": 0.2}
-        return [cards.KeptRun([{**step, "throughput/rollout_tokens_per_s": s}, evaluation], machine) for s in speeds]
-
     here, elsewhere = (
         "2-core Intel(R) Xeon(R) Processor (family 6 model 167, avx512)",
         "2-core AMD EPYC (family 25 model 1, avx2)",
     )
-    april = runs(here, 50, 52, 54)
-    assert cards.reading(cards.CARDS["april"], april, runs(elsewhere, 30, 31, 32, 33, 34) + runs(here, 52)) == (
-        "not yet measured"
+    april = speed_runs(cards, here, 50, 52, 54)
+    assert cards.reading(
+        cards.CARDS["april"], april, speed_runs(cards, elsewhere, 30, 31, 32, 33, 34) + speed_runs(cards, here, 52)
+    ) == ("not yet measured")
+    assert (
+        cards.reading(
+            cards.CARDS["april"], april, speed_runs(cards, elsewhere, 30, 31) + speed_runs(cards, here, 51, 52, 53)
+        )
+        == "level"
     )
-    assert cards.reading(cards.CARDS["april"], april, runs(elsewhere, 30, 31) + runs(here, 51, 52, 53)) == "level"
 
 
 def test_a_run_that_masks_no_token_trains_every_one(cards):
